@@ -1,0 +1,49 @@
+//! Authentication: who sent a request.
+//!
+//! Authenticators run in the apiserver's order (front-proxy request headers, client certificates,
+//! bearer tokens, anonymous) and produce an [`Identity`].
+
+use std::collections::BTreeMap;
+
+/// The group every authenticated user belongs to (added as the apiserver adds it).
+pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
+/// The group of anonymous requests.
+pub const UNAUTHENTICATED_GROUP: &str = "system:unauthenticated";
+/// The user name of anonymous requests.
+pub const ANONYMOUS_USER: &str = "system:anonymous";
+
+/// The authenticated caller, as kube-apiserver's `user.Info`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    /// The user name, e.g. `alice` or `system:serviceaccount:kube-system:default`.
+    pub user: String,
+    /// The user's UID; empty when the authenticator has none.
+    pub uid: String,
+    /// Group names, in the order the authenticator gave them.
+    pub groups: Vec<String>,
+    /// Extra attributes (`X-Remote-Extra-*`, TokenReview `extra`).
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+impl Identity {
+    /// The anonymous identity: `system:anonymous` in `system:unauthenticated`.
+    pub fn anonymous() -> Self {
+        Identity {
+            user: ANONYMOUS_USER.to_string(),
+            groups: vec![UNAUTHENTICATED_GROUP.to_string()],
+            ..Identity::default()
+        }
+    }
+
+    /// An authenticated identity. Mirrors the apiserver's `AuthenticatedGroupAdder`:
+    /// `system:authenticated` is appended unless the user is `system:anonymous` or the groups
+    /// already hold `system:authenticated` or `system:unauthenticated`.
+    pub fn authenticated(user: impl Into<String>, uid: impl Into<String>, mut groups: Vec<String>) -> Self {
+        let user = user.into();
+        let marked = groups.iter().any(|g| g == AUTHENTICATED_GROUP || g == UNAUTHENTICATED_GROUP);
+        if user != ANONYMOUS_USER && !marked {
+            groups.push(AUTHENTICATED_GROUP.to_string());
+        }
+        Identity { user, uid: uid.into(), groups, extra: BTreeMap::new() }
+    }
+}

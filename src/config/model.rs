@@ -1,0 +1,176 @@
+//! The validated, version-independent configuration model.
+//!
+//! Every API version (`v1beta1`, `v1beta2`, `v1beta3`, `v1`) is defaulted and converted into these
+//! types; nothing downstream knows which version a file was written in.
+
+use std::sync::Arc;
+
+/// Name of the mandatory exempt FlowSchema and priority level.
+pub const EXEMPT: &str = "exempt";
+/// Name of the mandatory catch-all FlowSchema and priority level.
+pub const CATCH_ALL: &str = "catch-all";
+
+/// A FlowSchema after defaulting and validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowSchema {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`; empty for implied mandatory objects and files that set none.
+    pub uid: String,
+    /// `spec.matchingPrecedence` (defaulted: 0 → 1000).
+    pub matching_precedence: i32,
+    /// `spec.priorityLevelConfiguration.name`.
+    pub priority_level: String,
+    /// `spec.distinguisherMethod.type`; `None` puts all requests of the schema in one flow.
+    pub distinguisher_method: Option<DistinguisherMethod>,
+    /// `spec.rules`.
+    pub rules: Vec<PolicyRulesWithSubjects>,
+}
+
+/// How a FlowSchema splits its requests into flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DistinguisherMethod {
+    /// One flow per user name.
+    ByUser,
+    /// One flow per namespace (`""` for cluster-scoped and non-resource requests).
+    ByNamespace,
+}
+
+/// One entry of `spec.rules`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyRulesWithSubjects {
+    /// Who the rule applies to; never empty after validation.
+    pub subjects: Vec<Subject>,
+    /// Rules for resource requests.
+    pub resource_rules: Vec<ResourcePolicyRule>,
+    /// Rules for non-resource requests.
+    pub non_resource_rules: Vec<NonResourcePolicyRule>,
+}
+
+/// A subject of a rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// `kind: User`; name `*` matches every user.
+    User { name: String },
+    /// `kind: Group`; name `*` matches every request.
+    Group { name: String },
+    /// `kind: ServiceAccount`; name `*` matches every service account of the namespace.
+    ServiceAccount { namespace: String, name: String },
+}
+
+/// A `resourceRules[]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourcePolicyRule {
+    pub verbs: Vec<String>,
+    pub api_groups: Vec<String>,
+    pub resources: Vec<String>,
+    pub cluster_scope: bool,
+    pub namespaces: Vec<String>,
+}
+
+/// A `nonResourceRules[]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NonResourcePolicyRule {
+    pub verbs: Vec<String>,
+    pub non_resource_urls: Vec<String>,
+}
+
+/// A PriorityLevelConfiguration after defaulting and validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PriorityLevel {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`; empty for implied mandatory objects and files that set none.
+    pub uid: String,
+    /// `spec`.
+    pub spec: PriorityLevelSpec,
+}
+
+/// `spec.type` with its section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PriorityLevelSpec {
+    /// `type: Exempt`: never queued. Both fields default to 0.
+    Exempt {
+        nominal_concurrency_shares: i32,
+        lendable_percent: i32,
+    },
+    /// `type: Limited`.
+    Limited(LimitedPriorityLevel),
+}
+
+/// `spec.limited`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitedPriorityLevel {
+    /// `nominalConcurrencyShares` (`assuredConcurrencyShares` before v1beta3), defaulted.
+    pub nominal_concurrency_shares: i32,
+    /// `lendablePercent` (nil → 0).
+    pub lendable_percent: i32,
+    /// `borrowingLimitPercent`; `None` means unlimited borrowing.
+    pub borrowing_limit_percent: Option<i32>,
+    /// `limitResponse`.
+    pub limit_response: LimitResponse,
+}
+
+/// `spec.limited.limitResponse`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitResponse {
+    /// Requests over the limit are rejected at once.
+    Reject,
+    /// Requests over the limit wait in fair queues.
+    Queue(Queuing),
+}
+
+/// `spec.limited.limitResponse.queuing`, defaulted (64 / 8 / 50).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Queuing {
+    pub queues: i32,
+    pub hand_size: i32,
+    pub queue_length_limit: i32,
+}
+
+impl PriorityLevel {
+    /// Whether this is an `Exempt` level.
+    pub fn is_exempt(&self) -> bool {
+        matches!(self.spec, PriorityLevelSpec::Exempt { .. })
+    }
+
+    /// The queuing parameters, when the level is `Limited` with `limitResponse.type: Queue`.
+    pub fn queuing(&self) -> Option<Queuing> {
+        match &self.spec {
+            PriorityLevelSpec::Limited(LimitedPriorityLevel {
+                limit_response: LimitResponse::Queue(q),
+                ..
+            }) => Some(*q),
+            _ => None,
+        }
+    }
+
+    /// The concurrency shares (limited or exempt section).
+    pub fn nominal_concurrency_shares(&self) -> i32 {
+        match &self.spec {
+            PriorityLevelSpec::Exempt { nominal_concurrency_shares, .. } => *nominal_concurrency_shares,
+            PriorityLevelSpec::Limited(l) => l.nominal_concurrency_shares,
+        }
+    }
+
+    /// `lendablePercent` of either section.
+    pub fn lendable_percent(&self) -> i32 {
+        match &self.spec {
+            PriorityLevelSpec::Exempt { lendable_percent, .. } => *lendable_percent,
+            PriorityLevelSpec::Limited(l) => l.lendable_percent,
+        }
+    }
+
+    /// `borrowingLimitPercent`; always `None` for exempt levels.
+    pub fn borrowing_limit_percent(&self) -> Option<i32> {
+        match &self.spec {
+            PriorityLevelSpec::Exempt { .. } => None,
+            PriorityLevelSpec::Limited(l) => l.borrowing_limit_percent,
+        }
+    }
+}
+
+/// A shared, immutable FlowSchema.
+pub type FlowSchemaRef = Arc<FlowSchema>;
+/// A shared, immutable priority level.
+pub type PriorityLevelRef = Arc<PriorityLevel>;

@@ -1,0 +1,13 @@
+//! kube-apf-proxy: Kubernetes API Priority and Fairness enforced by a reverse proxy in front of
+//! kube-apiserver.
+//!
+//! The request path is `server` → `auth` → `request_info` → `classify` → `fairqueue` → `proxy`.
+//! `request_info`, `classify` and the queue core in `fairqueue` are sans-I/O: they take time as a
+//! value and never touch a socket, so they are tested without a runtime.
+
+pub mod auth;
+pub mod cli;
+pub mod classify;
+pub mod config;
+pub mod fairqueue;
+pub mod request_info;

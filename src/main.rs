@@ -1,0 +1,102 @@
+//! The `kube-apf-proxy` binary: command-line parsing and exit codes only.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use kube_apf_proxy::cli;
+
+/// Kubernetes API Priority and Fairness, enforced by a reverse proxy in front of kube-apiserver.
+#[derive(Debug, Parser)]
+#[command(name = "kube-apf-proxy", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the proxy (the default command).
+    Serve,
+    /// Load and validate a configuration directory: exit 0 when valid, 1 with one line per problem.
+    Check {
+        /// The configuration directory (.yaml, .yml, .json files).
+        #[arg(long)]
+        config_dir: PathBuf,
+    },
+    /// Print how requests are classified, as JSON.
+    Classify(ClassifyArgs),
+    /// Configuration commands.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the effective configuration (defaults applied, mandatory objects added) as YAML.
+    Dump {
+        /// The configuration directory; the embedded default configuration without it.
+        #[arg(long)]
+        config_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ClassifyArgs {
+    /// The configuration directory; the embedded default configuration without it.
+    #[arg(long)]
+    config_dir: Option<PathBuf>,
+    /// JSON lines of requests (`-` for standard input); one JSON line out per request.
+    #[arg(long, conflicts_with_all = ["method", "url"])]
+    requests: Option<String>,
+    /// The HTTP method of the one request to classify.
+    #[arg(long, required_unless_present = "requests")]
+    method: Option<String>,
+    /// The request URL (path and query) of the one request to classify.
+    #[arg(long, required_unless_present = "requests")]
+    url: Option<String>,
+    /// The user name; anonymous when absent.
+    #[arg(long)]
+    user: Option<String>,
+    /// A group of the user (repeatable).
+    #[arg(long = "group")]
+    groups: Vec<String>,
+    /// The user's UID.
+    #[arg(long, default_value = "")]
+    uid: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => cli::serve(),
+        Command::Check { config_dir } => cli::check(&config_dir),
+        Command::Config { command: ConfigCommand::Dump { config_dir } } => {
+            cli::config_dump(config_dir.as_deref())
+        }
+        Command::Classify(args) => {
+            let source = match (args.requests, args.method, args.url) {
+                (Some(file), _, _) => cli::ClassifySource::Lines(file),
+                (None, Some(method), Some(url)) => cli::ClassifySource::One(cli::ClassifyInput {
+                    method,
+                    url,
+                    user: args.user,
+                    groups: args.groups,
+                    uid: args.uid,
+                    extra: Default::default(),
+                }),
+                _ => unreachable!("clap requires --method and --url without --requests"),
+            };
+            cli::classify(args.config_dir.as_deref(), source)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
