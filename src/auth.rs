@@ -38,12 +38,23 @@ impl Identity {
     /// An authenticated identity. Mirrors the apiserver's `AuthenticatedGroupAdder`:
     /// `system:authenticated` is appended unless the user is `system:anonymous` or the groups
     /// already hold `system:authenticated` or `system:unauthenticated`.
-    pub fn authenticated(user: impl Into<String>, uid: impl Into<String>, mut groups: Vec<String>) -> Self {
+    pub fn authenticated(
+        user: impl Into<String>,
+        uid: impl Into<String>,
+        mut groups: Vec<String>,
+    ) -> Self {
         let user = user.into();
-        let marked = groups.iter().any(|g| g == AUTHENTICATED_GROUP || g == UNAUTHENTICATED_GROUP);
+        let marked = groups
+            .iter()
+            .any(|g| g == AUTHENTICATED_GROUP || g == UNAUTHENTICATED_GROUP);
         if user != ANONYMOUS_USER && !marked {
             groups.push(AUTHENTICATED_GROUP.to_string());
         }
-        Identity { user, uid: uid.into(), groups, extra: BTreeMap::new() }
+        Identity {
+            user,
+            uid: uid.into(),
+            groups,
+            extra: BTreeMap::new(),
+        }
     }
 }

@@ -56,10 +56,19 @@ impl Config {
         if !matching.iter().any(|fs| fs.name == model::CATCH_ALL) {
             matching.push(Arc::new(mandatory::catch_all_flow_schema()));
         }
-        for pl in [mandatory::exempt_priority_level(), mandatory::catch_all_priority_level()] {
-            levels.entry(pl.name.clone()).or_insert_with(|| Arc::new(pl));
+        for pl in [
+            mandatory::exempt_priority_level(),
+            mandatory::catch_all_priority_level(),
+        ] {
+            levels
+                .entry(pl.name.clone())
+                .or_insert_with(|| Arc::new(pl));
         }
-        Config { flow_schemas: matching, priority_levels: levels, dangling }
+        Config {
+            flow_schemas: matching,
+            priority_levels: levels,
+            dangling,
+        }
     }
 
     /// FlowSchemas in matching order (first match wins).
@@ -107,12 +116,17 @@ pub mod mandatory {
                 cluster_scope: true,
                 namespaces: star(),
             }],
-            non_resource_rules: vec![NonResourcePolicyRule { verbs: star(), non_resource_urls: star() }],
+            non_resource_rules: vec![NonResourcePolicyRule {
+                verbs: star(),
+                non_resource_urls: star(),
+            }],
         }]
     }
 
     fn group(name: &str) -> Subject {
-        Subject::Group { name: name.to_string() }
+        Subject::Group {
+            name: name.to_string(),
+        }
     }
 
     /// FlowSchema `exempt`: precedence 1, group `system:masters`, everything, to level `exempt`.
@@ -135,7 +149,10 @@ pub mod mandatory {
             matching_precedence: 10000,
             priority_level: CATCH_ALL.to_string(),
             distinguisher_method: Some(DistinguisherMethod::ByUser),
-            rules: all_rules(vec![group("system:unauthenticated"), group("system:authenticated")]),
+            rules: all_rules(vec![
+                group("system:unauthenticated"),
+                group("system:authenticated"),
+            ]),
         }
     }
 
@@ -144,7 +161,10 @@ pub mod mandatory {
         PriorityLevel {
             name: EXEMPT.to_string(),
             uid: String::new(),
-            spec: PriorityLevelSpec::Exempt { nominal_concurrency_shares: 0, lendable_percent: 0 },
+            spec: PriorityLevelSpec::Exempt {
+                nominal_concurrency_shares: 0,
+                lendable_percent: 0,
+            },
         }
     }
 

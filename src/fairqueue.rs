@@ -5,3 +5,34 @@
 //! async admission wraps them for tokio.
 
 pub mod shuffle_sharding;
+
+use std::time::Duration;
+
+/// How much of a priority level's concurrency a request will occupy.
+///
+/// Mirrors `request/width.go: WorkEstimate`: `initial_seats` are held while the request executes;
+/// `final_seats` are held for `additional_latency` after it finishes (a mutating request waking
+/// watchers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkEstimate {
+    /// Seats while executing (≥ 1).
+    pub initial_seats: u32,
+    /// Seats after execution, for `additional_latency`.
+    pub final_seats: u32,
+    /// How long the final seats are held.
+    pub additional_latency: Duration,
+}
+
+impl WorkEstimate {
+    /// One seat, nothing afterwards: the estimate of most requests.
+    pub const ONE: WorkEstimate = WorkEstimate {
+        initial_seats: 1,
+        final_seats: 0,
+        additional_latency: Duration::ZERO,
+    };
+
+    /// `max(initial_seats, final_seats)`: the seats the request occupies at its widest.
+    pub fn max_seats(&self) -> u32 {
+        self.initial_seats.max(self.final_seats)
+    }
+}

@@ -6,8 +6,8 @@
 //! value and never touch a socket, so they are tested without a runtime.
 
 pub mod auth;
-pub mod cli;
 pub mod classify;
+pub mod cli;
 pub mod config;
 pub mod fairqueue;
 pub mod request_info;

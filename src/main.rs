@@ -73,9 +73,9 @@ fn main() -> ExitCode {
     let result = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => cli::serve(),
         Command::Check { config_dir } => cli::check(&config_dir),
-        Command::Config { command: ConfigCommand::Dump { config_dir } } => {
-            cli::config_dump(config_dir.as_deref())
-        }
+        Command::Config {
+            command: ConfigCommand::Dump { config_dir },
+        } => cli::config_dump(config_dir.as_deref()),
         Command::Classify(args) => {
             let source = match (args.requests, args.method, args.url) {
                 (Some(file), _, _) => cli::ClassifySource::Lines(file),

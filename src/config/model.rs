@@ -148,7 +148,10 @@ impl PriorityLevel {
     /// The concurrency shares (limited or exempt section).
     pub fn nominal_concurrency_shares(&self) -> i32 {
         match &self.spec {
-            PriorityLevelSpec::Exempt { nominal_concurrency_shares, .. } => *nominal_concurrency_shares,
+            PriorityLevelSpec::Exempt {
+                nominal_concurrency_shares,
+                ..
+            } => *nominal_concurrency_shares,
             PriorityLevelSpec::Limited(l) => l.nominal_concurrency_shares,
         }
     }
@@ -156,7 +159,9 @@ impl PriorityLevel {
     /// `lendablePercent` of either section.
     pub fn lendable_percent(&self) -> i32 {
         match &self.spec {
-            PriorityLevelSpec::Exempt { lendable_percent, .. } => *lendable_percent,
+            PriorityLevelSpec::Exempt {
+                lendable_percent, ..
+            } => *lendable_percent,
             PriorityLevelSpec::Limited(l) => l.lendable_percent,
         }
     }
