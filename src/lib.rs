@@ -11,3 +11,4 @@ pub mod cli;
 pub mod config;
 pub mod fairqueue;
 pub mod request_info;
+pub mod server;

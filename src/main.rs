@@ -5,19 +5,29 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use kube_apf_proxy::cli;
+use kube_apf_proxy::server::ServeOptions;
 
 /// Kubernetes API Priority and Fairness, enforced by a reverse proxy in front of kube-apiserver.
+///
+/// Without a subcommand it serves, taking the `serve` flags directly.
 #[derive(Debug, Parser)]
-#[command(name = "kube-apf-proxy", version, about)]
+#[command(
+    name = "kube-apf-proxy",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeOptions,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the proxy (the default command).
-    Serve,
+    Serve(Box<ServeOptions>),
     /// Load and validate a configuration directory: exit 0 when valid, 1 with one line per problem.
     Check {
         /// The configuration directory (.yaml, .yml, .json files).
@@ -70,8 +80,8 @@ struct ClassifyArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => cli::serve(),
+    let result = match cli.command.unwrap_or(Command::Serve(Box::new(cli.serve))) {
+        Command::Serve(opts) => cli::serve(*opts),
         Command::Check { config_dir } => cli::check(&config_dir),
         Command::Config {
             command: ConfigCommand::Dump { config_dir },
