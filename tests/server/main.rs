@@ -27,10 +27,12 @@ async fn serves_http2_and_http1_as_chosen_by_alpn() {
         None,
     )
     .await;
-    let cases: [(Vec<&'static [u8]>, Version); 3] = [
+    let cases: [(Vec<&'static [u8]>, Version); 4] = [
         (vec![b"h2", b"http/1.1"], Version::HTTP_2),
         (vec![b"http/1.1"], Version::HTTP_11),
         (vec![b"h2"], Version::HTTP_2),
+        // No ALPN at all: the protocol is recognised from the first bytes.
+        (vec![], Version::HTTP_11),
     ];
     for (alpn, version) in cases {
         let stream = connect(
@@ -286,7 +288,7 @@ async fn raw_http1(server: &support::TestServer, request: &[u8]) -> String {
     // The server may answer and close before reading everything; a failed write is fine.
     let _ = stream.write_all(request).await;
     let mut out = Vec::new();
-    let _ = tokio::time::timeout(PROMPTLY, stream.read_to_end(&mut out))
+    let _ = tokio::time::timeout(PROMPTLY * 10, stream.read_to_end(&mut out))
         .await
         .expect("the server closes the connection");
     String::from_utf8_lossy(&out).into_owned()
@@ -325,15 +327,21 @@ async fn oversized_or_too_many_headers_get_431() {
     assert!(fine.starts_with("HTTP/1.1 200 OK"), "{fine}");
 }
 
-#[tokio::test]
-async fn slow_header_senders_are_disconnected() {
-    let limits = ConnectionLimits {
-        header_read_timeout: Duration::from_millis(200),
-        ..ConnectionLimits::default()
-    };
-    let server = start(settings(), limits, echo_handler(), None).await;
+// Paused time works with loopback sockets: tokio polls for I/O before it advances the clock, and
+// loopback data is in the peer's buffer as soon as the write returns.
+#[tokio::test(start_paused = true)]
+async fn slow_header_senders_are_disconnected_after_32s() {
+    let server = start(
+        settings(),
+        ConnectionLimits::default(),
+        echo_handler(),
+        None,
+    )
+    .await;
+    let started = tokio::time::Instant::now();
     let answer = raw_http1(&server, b"GET / HTTP/1.1\r\nHost: localhost\r\n").await;
     assert!(!answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(started.elapsed().as_secs(), 32);
 }
 
 #[tokio::test]
@@ -362,13 +370,15 @@ async fn http2_stream_limit_is_advertised() {
     assert_eq!(client.current_max_send_streams(), 7);
 }
 
-#[tokio::test]
-async fn idle_connections_are_closed() {
-    let limits = ConnectionLimits {
-        idle_timeout: Duration::from_millis(200),
-        ..ConnectionLimits::default()
-    };
-    let server = start(settings(), limits, echo_handler(), None).await;
+#[tokio::test(start_paused = true)]
+async fn idle_connections_are_closed_after_90s() {
+    let server = start(
+        settings(),
+        ConnectionLimits::default(),
+        echo_handler(),
+        None,
+    )
+    .await;
     let options = ClientOptions {
         alpn: vec![b"h2"],
         ..Default::default()
@@ -388,11 +398,13 @@ async fn idle_connections_are_closed() {
         )
         .expect("send");
     assert_eq!(response.await.expect("response").status(), StatusCode::OK);
-    tokio::time::timeout(PROMPTLY, connection)
+    let idle_since = tokio::time::Instant::now();
+    tokio::time::timeout(PROMPTLY * 10, connection)
         .await
         .expect("the idle connection is closed")
         .expect("connection task")
         .expect("closed with GOAWAY, not an error");
+    assert_eq!(idle_since.elapsed().as_secs(), 90);
 }
 
 /// A handler that signals when a request arrives and answers when released.
@@ -454,24 +466,22 @@ async fn graceful_shutdown_finishes_in_flight_requests_and_stops_accepting() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn shutdown_grace_period_bounds_the_drain() {
     let (handler, arrived, _release) = gated_handler();
-    let limits = ConnectionLimits {
-        grace_period: Duration::from_millis(100),
-        ..ConnectionLimits::default()
-    };
-    let server = start(settings(), limits, handler, None).await;
+    let server = start(settings(), ConnectionLimits::default(), handler, None).await;
     let stream = connect(server.addr, &server.trust, ClientOptions::default())
         .await
         .expect("handshake");
     let request = tokio::spawn(get(stream, "/forever"));
     arrived.notified().await;
     server.trigger.trigger();
-    tokio::time::timeout(PROMPTLY, server.task)
+    let triggered = tokio::time::Instant::now();
+    tokio::time::timeout(PROMPTLY * 10, server.task)
         .await
         .expect("serve returns after the grace period")
         .expect("serve task");
+    assert_eq!(triggered.elapsed().as_secs(), 60);
     let outcome = tokio::time::timeout(PROMPTLY, request)
         .await
         .expect("client ends");
@@ -577,4 +587,64 @@ mod admin {
         assert_eq!(get(addr, "/metrics").await.2, "metrics for /metrics");
         assert_eq!(get(addr, "/healthz").await.2, "ok");
     }
+}
+
+#[tokio::test]
+async fn a_replaced_certificate_is_served_to_new_handshakes() {
+    let tls = kube_apf_proxy::server::build_server_tls(&settings()).expect("TLS");
+    let first = tls.self_signed_cert.clone().expect("self-signed");
+    let server = kube_apf_proxy::server::SecureServer::bind_loopback(
+        tls.config.clone(),
+        ConnectionLimits::default(),
+    )
+    .await
+    .expect("bind");
+    let addr = server.local_addr();
+    let (_trigger, signal) = kube_apf_proxy::server::shutdown_channel();
+    tokio::spawn(server.serve(echo_handler(), signal));
+
+    let before = connect(addr, &first, ClientOptions::default())
+        .await
+        .expect("handshake");
+    let provider = rustls::crypto::ring::default_provider();
+    let second = kube_apf_proxy::server::tls::self_signed(&[], &provider).expect("generate");
+    tls.cert.replace(Arc::new(second.key));
+    let after = connect(addr, &second.cert_der, ClientOptions::default())
+        .await
+        .expect("handshake with the new certificate");
+    assert_eq!(
+        after.get_ref().1.peer_certificates().expect("chain")[0],
+        second.cert_der
+    );
+    // The connection made before the swap keeps working.
+    assert_eq!(get(before, "/").await.expect("response").1, StatusCode::OK);
+    assert!(connect(addr, &first, ClientOptions::default())
+        .await
+        .is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn connections_beyond_the_limit_wait_for_a_slot() {
+    let limits = ConnectionLimits {
+        max_connections: 1,
+        ..ConnectionLimits::default()
+    };
+    let server = start(settings(), limits, echo_handler(), None).await;
+    let first = connect(server.addr, &server.trust, ClientOptions::default())
+        .await
+        .expect("first handshake");
+    let (addr, trust) = (server.addr, server.trust.clone());
+    let second = tokio::spawn(async move { connect(addr, &trust, ClientOptions::default()).await });
+    // Paused time: a minute passes (less than the idle timeout that would close the first) and
+    // the second client is still not served.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(!second.is_finished(), "the second connection must wait");
+    assert_eq!(server.stats.accepted(), 1);
+    drop(first);
+    let second = tokio::time::timeout(PROMPTLY, second)
+        .await
+        .expect("the second connection gets the freed slot")
+        .expect("client task")
+        .expect("second handshake");
+    assert_eq!(get(second, "/").await.expect("response").1, StatusCode::OK);
 }
