@@ -110,3 +110,47 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Command};
+
+    fn serve_port(args: &[&str]) -> u16 {
+        let cli = Cli::try_parse_from(args).expect("parses");
+        match cli.command.unwrap_or(Command::Serve(Box::new(cli.serve))) {
+            Command::Serve(opts) => opts.secure_port,
+            other => panic!("expected serve, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn serve_flags_work_with_and_without_the_subcommand() {
+        let cases: &[(&[&str], u16)] = &[
+            (&["kube-apf-proxy"], 8443),
+            (&["kube-apf-proxy", "--secure-port", "9443"], 9443),
+            (&["kube-apf-proxy", "serve"], 8443),
+            (&["kube-apf-proxy", "serve", "--secure-port=9444"], 9444),
+        ];
+        for (args, port) in cases {
+            assert_eq!(serve_port(args), *port, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn other_subcommands_still_parse_and_refuse_serve_flags() {
+        let cli =
+            Cli::try_parse_from(["kube-apf-proxy", "check", "--config-dir", "d"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Check { .. })));
+        let mixed = [
+            "kube-apf-proxy",
+            "--secure-port",
+            "1",
+            "check",
+            "--config-dir",
+            "d",
+        ];
+        assert!(Cli::try_parse_from(mixed).is_err());
+    }
+}

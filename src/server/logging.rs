@@ -42,3 +42,23 @@ pub fn init_logging(format: LogFormat, verbosity: u8) -> Result<(), LoggingError
     };
     installed.map_err(|err| LoggingError::AlreadySet(err.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::verbosity_filter;
+
+    #[test]
+    fn verbosity_raises_this_crate_first_then_everything() {
+        let cases = [
+            (0, "info,kube_apf_proxy=info"),
+            (1, "info,kube_apf_proxy=debug"),
+            (2, "info,kube_apf_proxy=trace"),
+            (3, "trace,kube_apf_proxy=trace"),
+            (9, "trace,kube_apf_proxy=trace"),
+        ];
+        for (verbosity, filter) in cases {
+            assert_eq!(verbosity_filter(verbosity), filter);
+            assert!(tracing_subscriber::EnvFilter::try_new(filter).is_ok());
+        }
+    }
+}

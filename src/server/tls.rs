@@ -199,3 +199,6 @@ pub fn load_client_ca_roots(opts: &ServeOptions) -> Result<Vec<CertificateDer<'s
     }
     Ok(roots)
 }
+
+#[cfg(test)]
+mod tests;

@@ -648,3 +648,54 @@ async fn connections_beyond_the_limit_wait_for_a_slot() {
         .expect("second handshake");
     assert_eq!(get(second, "/").await.expect("response").1, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn http1_upgrades_reach_the_handler() {
+    let handler = Arc::new(|mut request: Request<Incoming>| async move {
+        let upgrade = hyper::upgrade::on(&mut request);
+        tokio::spawn(async move {
+            let Ok(upgraded) = upgrade.await else { return };
+            let mut io = hyper_util::rt::TokioIo::new(upgraded);
+            let mut buf = [0u8; 5];
+            if io.read_exact(&mut buf).await.is_ok() {
+                let _ = io.write_all(&buf).await;
+            }
+        });
+        http::Response::builder()
+            .status(StatusCode::SWITCHING_PROTOCOLS)
+            .header("connection", "upgrade")
+            .header("upgrade", "echo")
+            .body(kube_apf_proxy::server::full_body(""))
+            .expect("response")
+    });
+    let server = start(settings(), ConnectionLimits::default(), handler, None).await;
+    let options = ClientOptions {
+        alpn: vec![b"http/1.1"],
+        ..Default::default()
+    };
+    let mut stream = connect(server.addr, &server.trust, options)
+        .await
+        .expect("handshake");
+    stream
+        .write_all(b"GET /exec HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+        .await
+        .expect("write");
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        stream.read_exact(&mut byte).await.expect("read head");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    assert!(
+        head.starts_with("HTTP/1.1 101 Switching Protocols"),
+        "{head}"
+    );
+    stream.write_all(b"hello").await.expect("write");
+    let mut echoed = [0u8; 5];
+    tokio::time::timeout(PROMPTLY, stream.read_exact(&mut echoed))
+        .await
+        .expect("echo arrives")
+        .expect("read");
+    assert_eq!(&echoed, b"hello");
+}
