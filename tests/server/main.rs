@@ -699,3 +699,76 @@ async fn http1_upgrades_reach_the_handler() {
         .expect("read");
     assert_eq!(&echoed, b"hello");
 }
+
+/// Opens `resets` streams and cancels each at once, in one burst (the CVE-2023-44487 pattern),
+/// then sends one ordinary request. `Ok` with that request's outcome while the connection
+/// survives; `Err` with the connection's error when the server ended it.
+async fn after_reset_burst(
+    limits: ConnectionLimits,
+    resets: usize,
+) -> Result<Result<StatusCode, String>, String> {
+    let server = start(settings(), limits, echo_handler(), None).await;
+    let options = ClientOptions {
+        alpn: vec![b"h2"],
+        ..Default::default()
+    };
+    let stream = connect(server.addr, &server.trust, options)
+        .await
+        .expect("handshake");
+    let (client, connection) = h2::client::handshake(stream).await.expect("h2 handshake");
+    let connection = tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    for _ in 0..resets {
+        let request = Request::get("https://localhost/")
+            .body(())
+            .expect("request");
+        if let Ok((_, mut body)) = client.send_request(request, false) {
+            body.send_reset(h2::Reason::CANCEL);
+        }
+    }
+    let answer = async {
+        let mut client = client.ready().await.map_err(|e| e.to_string())?;
+        let request = Request::get("https://localhost/")
+            .body(())
+            .expect("request");
+        let (response, _) = client
+            .send_request(request, true)
+            .map_err(|e| e.to_string())?;
+        response
+            .await
+            .map(|r| r.status())
+            .map_err(|e| e.to_string())
+    };
+    let answer = tokio::time::timeout(PROMPTLY, answer)
+        .await
+        .expect("prompt answer");
+    let ended = tokio::time::timeout(PROMPTLY, connection)
+        .await
+        .expect("connection ends");
+    match ended.expect("connection task") {
+        Ok(()) => Ok(answer),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+#[tokio::test]
+async fn http2_rapid_reset_floods_close_the_connection() {
+    let defaults = ConnectionLimits::default;
+    // Below the limit of 20 pending-accept resets, the connection lives on.
+    assert_eq!(
+        after_reset_burst(defaults(), 10).await,
+        Ok(Ok(StatusCode::OK))
+    );
+    let flood = after_reset_burst(defaults(), 60).await;
+    assert!(
+        flood.is_err(),
+        "a reset flood must end the connection: {flood:?}"
+    );
+    // The limit is what ends it.
+    let tolerant = ConnectionLimits {
+        http2_max_pending_accept_reset_streams: 10_000,
+        ..defaults()
+    };
+    let tolerated = after_reset_burst(tolerant, 60).await;
+    assert!(tolerated.is_ok(), "{tolerated:?}");
+}
