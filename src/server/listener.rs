@@ -18,6 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
+use tracing::Instrument;
 
 use super::options::ServeOptions;
 use super::shutdown::ShutdownSignal;
@@ -194,10 +195,14 @@ impl SecureServer {
                     let Some((stream, remote_addr, permit)) = accepted else { continue };
                     ctx.stats.accepted.fetch_add(1, Ordering::Relaxed);
                     let conn = connection::serve(ctx.clone(), stream, remote_addr, shutdown.clone());
-                    connections.spawn(async move {
-                        conn.await;
-                        drop(permit);
-                    });
+                    let span = tracing::debug_span!("connection", %remote_addr);
+                    connections.spawn(
+                        async move {
+                            conn.await;
+                            drop(permit);
+                        }
+                        .instrument(span),
+                    );
                 }
             }
         }

@@ -68,8 +68,8 @@ pub(super) async fn serve(
         () = shutdown.triggered() => return,
         result = handshake => match result {
             Ok(Ok(tls)) => tls,
-            Ok(Err(err)) => return handshake_failed(&ctx, remote_addr, &err.to_string()),
-            Err(_elapsed) => return handshake_failed(&ctx, remote_addr, "timed out"),
+            Ok(Err(err)) => return handshake_failed(&ctx, &err.to_string()),
+            Err(_elapsed) => return handshake_failed(&ctx, "timed out"),
         },
     };
     let session = tls.get_ref().1;
@@ -77,6 +77,12 @@ pub(super) async fn serve(
         remote_addr,
         peer_certificates: session.peer_certificates().map(|c| Arc::new(c.to_vec())),
     };
+    tracing::debug!(
+        alpn = session.alpn_protocol().map(String::from_utf8_lossy).as_deref(),
+        tls_version = ?session.protocol_version(),
+        client_certificate = info.peer_certificates.is_some(),
+        "TLS established"
+    );
     let builder = ctx.builders.for_alpn(session.alpn_protocol());
     let (in_flight_tx, in_flight_rx) = watch::channel(0usize);
     let service = ConnectionService {
@@ -93,7 +99,7 @@ pub(super) async fn serve(
         tokio::select! {
             result = conn.as_mut() => {
                 if let Err(err) = result {
-                    tracing::debug!(%remote_addr, error = %err, "Connection ended with an error");
+                    tracing::debug!(error = %err, "Connection ended with an error");
                 }
                 return;
             }
@@ -103,18 +109,18 @@ pub(super) async fn serve(
             }
             () = &mut idle, if !closing => {
                 closing = true;
-                tracing::debug!(%remote_addr, "Closing an idle connection");
+                tracing::debug!("Closing an idle connection");
                 conn.as_mut().graceful_shutdown();
             }
         }
     }
 }
 
-fn handshake_failed(ctx: &Context, remote_addr: SocketAddr, error: &str) {
+fn handshake_failed(ctx: &Context, error: &str) {
     ctx.stats
         .tls_handshake_errors
         .fetch_add(1, Ordering::Relaxed);
-    tracing::debug!(%remote_addr, error, "TLS handshake failed");
+    tracing::debug!(error, "TLS handshake failed");
 }
 
 /// Completes once no request has been in flight for `timeout`.
