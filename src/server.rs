@@ -122,11 +122,20 @@ pub async fn run(opts: ServeOptions, handler: Arc<dyn Handler>) -> Result<(), Se
     run_with(opts, ServeParts::new(handler)).await
 }
 
-/// Serves the secure and admin listeners until SIGTERM or Ctrl-C, then shuts down as the
-/// apiserver does: `/readyz` fails at once, requests are still served for
-/// `--shutdown-delay-duration`, then the listener closes and in-flight requests get
-/// `--shutdown-grace-period` to finish.
+/// Serves the secure and admin listeners until SIGTERM or Ctrl-C, then shuts down as
+/// [`Running::terminate`] describes.
 pub async fn run_with(opts: ServeOptions, parts: ServeParts) -> Result<(), ServerError> {
+    let running = start(opts, parts).await?;
+    // The listeners only stop after termination, so there is nothing else to wait for.
+    wait_for_termination().await;
+    running.terminate();
+    running.wait().await;
+    tracing::info!("Stopped");
+    Ok(())
+}
+
+/// Binds both listeners and starts serving them in the background.
+pub async fn start(opts: ServeOptions, parts: ServeParts) -> Result<Running, ServerError> {
     let mut settings = TlsSettings::from_options(&opts);
     settings.client_ca_roots = match parts.client_ca_roots {
         Some(roots) => roots,
@@ -144,23 +153,94 @@ pub async fn run_with(opts: ServeOptions, parts: ServeParts) -> Result<(), Serve
         other: parts.admin_routes,
     };
     let admin = AdminServer::bind(opts.admin_address, routes).await?;
-    let (admin_trigger, admin_signal) = shutdown_channel();
-    let admin_task = tokio::spawn(admin.serve(admin_signal));
-    let (trigger, signal) = shutdown_channel();
-    let ready = parts.ready;
-    let delay = opts.shutdown_delay_duration;
-    tokio::spawn(async move {
-        wait_for_termination().await;
-        ready.set(false);
-        tracing::info!(delay = %format_duration(delay), "Shutdown requested; /readyz now fails");
-        tokio::time::sleep(delay).await;
-        trigger.trigger();
-    });
-    server.serve(parts.handler, signal).await;
-    admin_trigger.trigger();
-    let _ = admin_task.await;
-    tracing::info!("Stopped");
-    Ok(())
+    let (terminate, termination) = shutdown_channel();
+    let secure_addr = server.local_addr();
+    let admin_addr = admin.local_addr();
+    let lifecycle = Lifecycle {
+        ready: parts.ready,
+        delay: opts.shutdown_delay_duration,
+        termination,
+    };
+    let task = tokio::spawn(lifecycle.serve(server, parts.handler, admin));
+    Ok(Running {
+        secure_addr,
+        admin_addr,
+        tls,
+        terminate,
+        task,
+    })
+}
+
+/// Listeners serving in the background. Dropping it terminates them (see [`Running::terminate`]).
+#[derive(Debug)]
+pub struct Running {
+    secure_addr: SocketAddr,
+    admin_addr: SocketAddr,
+    tls: ServerTls,
+    terminate: ShutdownTrigger,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// The secure listener's address.
+    pub fn secure_addr(&self) -> SocketAddr {
+        self.secure_addr
+    }
+
+    /// The admin listener's address.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// The TLS configuration in use (its `cert` cell reloads the serving certificate; its
+    /// `self_signed_cert` is what clients trust when no certificate file was given).
+    pub fn tls(&self) -> &ServerTls {
+        &self.tls
+    }
+
+    /// Starts shutdown as the apiserver does on SIGTERM: `/readyz` fails at once, requests are
+    /// still served for `--shutdown-delay-duration`, then the secure listener closes and
+    /// in-flight requests get `--shutdown-grace-period` to finish; the admin listener goes last.
+    pub fn terminate(&self) {
+        self.terminate.trigger();
+    }
+
+    /// Waits until both listeners have stopped.
+    pub async fn wait(self) {
+        if let Err(err) = self.task.await {
+            tracing::error!(error = %err, "The server task failed");
+        }
+    }
+}
+
+/// The shutdown sequence around the two listeners.
+struct Lifecycle {
+    ready: ReadyFlag,
+    delay: std::time::Duration,
+    termination: ShutdownSignal,
+}
+
+impl Lifecycle {
+    async fn serve(self, server: SecureServer, handler: Arc<dyn Handler>, admin: AdminServer) {
+        let (admin_trigger, admin_signal) = shutdown_channel();
+        let admin_task = tokio::spawn(admin.serve(admin_signal));
+        let (trigger, signal) = shutdown_channel();
+        let Self {
+            ready,
+            delay,
+            mut termination,
+        } = self;
+        tokio::spawn(async move {
+            termination.triggered().await;
+            ready.set(false);
+            tracing::info!(delay = %format_duration(delay), "Shutdown requested; /readyz now fails");
+            tokio::time::sleep(delay).await;
+            trigger.trigger();
+        });
+        server.serve(handler, signal).await;
+        admin_trigger.trigger();
+        let _ = admin_task.await;
+    }
 }
 
 /// Completes on SIGTERM or SIGINT (Ctrl-C).

@@ -2,6 +2,7 @@
 //! shutdown; and the admin listener.
 
 mod admin;
+mod lifecycle;
 mod limits;
 mod shutdown;
 mod support;
