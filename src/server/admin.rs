@@ -4,7 +4,8 @@
 //! Mirrors the apiserver's `pkg/server/healthz/healthz.go` output: `ok` on success; with
 //! `?verbose`, one `[+]check ok` line per check and `<path> check passed`; on failure, 500 with
 //! `[-]check failed: reason withheld` lines and `<path> check failed`. The only checks are `ping`
-//! and, for `/readyz`, `shutdown` (failing once shutdown starts or while the caller says not ready).
+//! and, for `/readyz`, `shutdown` (failing once shutdown starts or while the caller says not ready);
+//! each is also served alone, as `/healthz/ping` or `/readyz/shutdown`.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,18 +75,41 @@ impl AdminRoutes {
             q.split('&')
                 .any(|p| p == "verbose" || p.starts_with("verbose="))
         });
-        match request.uri().path() {
-            "/healthz" => health("healthz", &[("ping", true)], verbose),
-            "/livez" => health("livez", &[("ping", true)], verbose),
-            "/readyz" => {
-                let checks = [("ping", true), ("shutdown", self.ready.is_ready())];
-                health("readyz", &checks, verbose)
+        let path = request.uri().path();
+        let (endpoint, check) = match path.split_once('/').map(|(_, p)| p.split_once('/')) {
+            Some(Some((endpoint, check))) => (endpoint, Some(check)),
+            _ => (path.trim_start_matches('/'), None),
+        };
+        let checks = match endpoint {
+            "healthz" | "livez" => vec![("ping", true)],
+            "readyz" => vec![("ping", true), ("shutdown", self.ready.is_ready())],
+            _ => Vec::new(),
+        };
+        match check {
+            _ if checks.is_empty() => {}
+            None => return health(endpoint, &checks, verbose),
+            Some(name) => {
+                if let Some((_, ok)) = checks.iter().find(|(n, _)| *n == name) {
+                    return single_check(name, *ok);
+                }
             }
-            _ => match &self.other {
-                Some(other) => other.handle(request).await,
-                None => not_found(),
-            },
         }
+        match &self.other {
+            Some(other) => other.handle(request).await,
+            None => not_found(),
+        }
+    }
+}
+
+/// `/<endpoint>/<check>`: one check alone, as the apiserver serves it.
+fn single_check(name: &str, passed: bool) -> Response<ProxyBody> {
+    if passed {
+        text(StatusCode::OK, "ok".to_owned())
+    } else {
+        text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("internal server error: {name} check failed\n"),
+        )
     }
 }
 

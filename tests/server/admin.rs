@@ -53,7 +53,23 @@ async fn health_endpoints_answer_as_the_apiserver() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, "[+]ping ok\n[+]shutdown ok\nreadyz check passed\n");
 
+    for path in [
+        "/healthz/ping",
+        "/livez/ping",
+        "/readyz/ping",
+        "/readyz/shutdown",
+    ] {
+        assert_eq!(get(addr, path).await.0, StatusCode::OK, "{path}");
+    }
+    assert_eq!(
+        get(addr, "/healthz/shutdown").await.0,
+        StatusCode::NOT_FOUND
+    );
+
     ready.set(false);
+    let (status, _, body) = get(addr, "/readyz/shutdown").await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(body, "internal server error: shutdown check failed\n");
     let (status, _, body) = get(addr, "/readyz").await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(

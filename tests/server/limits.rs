@@ -283,3 +283,25 @@ async fn http2_rapid_reset_floods_close_the_connection() {
     let tolerated = after_reset_burst(tolerant, 60).await;
     assert!(tolerated.is_ok(), "{tolerated:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn silent_clients_are_dropped_after_the_handshake_timeout() {
+    let server = start(
+        settings(),
+        ConnectionLimits::default(),
+        echo_handler(),
+        None,
+    )
+    .await;
+    let mut tcp = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    let started = tokio::time::Instant::now();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(PROMPTLY * 10, tcp.read_to_end(&mut buf))
+        .await
+        .expect("the server closes the connection");
+    assert!(buf.is_empty(), "{read:?}");
+    assert_eq!(started.elapsed().as_secs(), 32);
+    assert_eq!(server.stats.tls_handshake_errors(), 1);
+}
