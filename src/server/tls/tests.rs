@@ -128,3 +128,15 @@ fn unreadable_pem_files_name_the_file() {
     let err = build_server_tls(&settings).expect_err("missing certificate");
     assert!(err.to_string().contains("missing.pem"), "{err}");
 }
+
+#[test]
+fn naming_only_tls13_suites_still_builds() {
+    let settings = TlsSettings {
+        cert_file: None,
+        key_file: None,
+        min_version: TlsMinVersion::Tls12,
+        cipher_suites: suites(&["TLS_AES_128_GCM_SHA256"]),
+        client_ca_roots: Vec::new(),
+    };
+    assert!(build_server_tls(&settings).is_ok());
+}
