@@ -1,9 +1,11 @@
 //! Listeners: the secure proxy port (TLS, HTTP/1.1 and HTTP/2) and the plain-HTTP admin port.
 //!
-//! The one seam to the request pipeline is [`run`]: it takes the serve flags and a [`Handler`],
-//! which gets every request with a [`ConnectionInfo`] in its extensions and must always answer
-//! (errors become responses in the handler; the server never writes one itself, except hyper's
-//! own 400/431 for unparseable or oversized HTTP/1 heads).
+//! The one seam to the request pipeline is [`run`] (or [`run_with`] / [`start`] with
+//! [`ServeParts`]): it takes the serve flags and a [`Handler`], which gets every request with a
+//! [`ConnectionInfo`] in its extensions and must always answer (errors become responses in the
+//! handler; the server never writes one itself, except hyper's own 400/431, without a body, for
+//! unparseable or oversized HTTP/1 heads). [`SecureServer`] and [`AdminServer`] are the building
+//! blocks, usable alone in tests.
 
 mod admin;
 mod duration;
