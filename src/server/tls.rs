@@ -115,6 +115,29 @@ pub struct ServerTls {
     pub source: CertSource,
     /// The self-signed certificate, when one was generated (for clients that want to trust it).
     pub self_signed_cert: Option<CertificateDer<'static>>,
+    /// The provider the key was loaded with, for reloads.
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerTls {
+    /// Reads `--tls-cert-file` and `--tls-private-key-file` again and serves them to new
+    /// handshakes; established connections keep their certificate. On error the current
+    /// certificate stays. Returns whether anything was reloaded (nothing for a self-signed one).
+    pub fn reload(&self) -> Result<bool, TlsError> {
+        let CertSource::Files {
+            cert_file,
+            key_file,
+        } = &self.source
+        else {
+            return Ok(false);
+        };
+        let key = load_certified_key(cert_file, key_file, &self.provider)?;
+        if let Some(leaf) = key.cert.first() {
+            tracing::info!(cert_file = %cert_file.display(), sha256 = %fingerprint(leaf), "Serving certificate reloaded");
+        }
+        self.cert.replace(Arc::new(key));
+        Ok(true)
+    }
 }
 
 /// The protocols offered by ALPN, in preference order (kube-apiserver's `NextProtos`).
@@ -131,6 +154,7 @@ pub fn build_server_tls(settings: &TlsSettings) -> Result<ServerTls, TlsError> {
             let key = load_certified_key(cert_file, key_file, &provider)?;
             let source = CertSource::Files {
                 cert_file: cert_file.clone(),
+                key_file: key_file.clone(),
             };
             (key, source, None)
         }
@@ -147,7 +171,7 @@ pub fn build_server_tls(settings: &TlsSettings) -> Result<ServerTls, TlsError> {
     }
     let cert = Arc::new(ReloadableCert::new(Arc::new(key)));
     let verifier = client_verifier(&settings.client_ca_roots, &provider)?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let mut config = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(settings.min_version.protocol_versions())
         .map_err(TlsError::Protocol)?
         .with_client_cert_verifier(verifier)
@@ -158,6 +182,7 @@ pub fn build_server_tls(settings: &TlsSettings) -> Result<ServerTls, TlsError> {
         cert,
         source,
         self_signed_cert,
+        provider,
     })
 }
 

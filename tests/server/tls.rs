@@ -294,3 +294,54 @@ async fn a_replaced_certificate_is_served_to_new_handshakes() {
         .await
         .is_err());
 }
+
+#[tokio::test]
+async fn reload_serves_rewritten_certificate_files() {
+    let ca = Ca::new("serving-ca");
+    let (first, second) = (ca.server_cert(), ca.server_cert());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cert_file = dir.path().join("tls.crt");
+    let key_file = dir.path().join("tls.key");
+    let write = |leaf: &support::Leaf| {
+        std::fs::write(&cert_file, &leaf.cert_pem).expect("write cert");
+        std::fs::write(&key_file, &leaf.key_pem).expect("write key");
+    };
+    write(&first);
+    let settings = TlsSettings {
+        cert_file: Some(cert_file.clone()),
+        key_file: Some(key_file.clone()),
+        ..settings()
+    };
+    let tls = kube_apf_proxy::server::build_server_tls(&settings).expect("TLS");
+    let server = kube_apf_proxy::server::SecureServer::bind_loopback(
+        tls.config.clone(),
+        ConnectionLimits::default(),
+    )
+    .await
+    .expect("bind");
+    let addr = server.local_addr();
+    let (_trigger, signal) = kube_apf_proxy::server::shutdown_channel();
+    tokio::spawn(server.serve(echo_handler(), signal));
+    let served = |stream: &tokio_rustls::client::TlsStream<tokio::net::TcpStream>| {
+        stream.get_ref().1.peer_certificates().expect("chain")[0].clone()
+    };
+    let before = connect(addr, &ca.der(), ClientOptions::default())
+        .await
+        .expect("handshake");
+    assert_eq!(served(&before), first.cert);
+
+    write(&second);
+    assert!(tls.reload().expect("reload"));
+    let after = connect(addr, &ca.der(), ClientOptions::default())
+        .await
+        .expect("handshake");
+    assert_eq!(served(&after), second.cert);
+
+    // A broken file leaves the current certificate in place.
+    std::fs::write(&key_file, "garbage").expect("write key");
+    assert!(tls.reload().is_err());
+    let still = connect(addr, &ca.der(), ClientOptions::default())
+        .await
+        .expect("handshake");
+    assert_eq!(served(&still), second.cert);
+}

@@ -164,6 +164,8 @@ pub enum CertSource {
     Files {
         /// The certificate file.
         cert_file: PathBuf,
+        /// The key file.
+        key_file: PathBuf,
     },
     /// Generated at start.
     SelfSigned {
