@@ -6,6 +6,7 @@
 
 pub mod borrowing;
 pub mod limits;
+pub mod retry_after;
 pub mod shuffle_sharding;
 
 use std::time::Duration;
