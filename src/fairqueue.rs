@@ -8,6 +8,7 @@ pub mod borrowing;
 pub mod limits;
 pub mod retry_after;
 pub mod shuffle_sharding;
+pub mod work_estimate;
 
 use std::time::Duration;
 
