@@ -162,13 +162,9 @@ impl FieldError {
         Self::new(path, ErrorType::NotSupported(value), &detail)
     }
 
-    /// A field the schema does not have.
-    pub fn unknown_field(path: &FieldPath, name: &str) -> FieldError {
-        Self::new(
-            path,
-            ErrorType::UnknownField,
-            &format!("unknown field {}", go_quote(name)),
-        )
+    /// A field the schema does not have; `hint` may be empty.
+    pub fn unknown_field(path: &FieldPath, hint: &str) -> FieldError {
+        Self::new(path, ErrorType::UnknownField, hint)
     }
 
     /// A value of the wrong type.

@@ -82,6 +82,19 @@ fn describe(v: &Value) -> String {
     }
 }
 
+/// Explains an unknown field that is the other versions' name for the shares field.
+fn hint(key: &str, known: &[&str]) -> String {
+    let renamed = [
+        ("assuredConcurrencyShares", "nominalConcurrencyShares"),
+        ("nominalConcurrencyShares", "assuredConcurrencyShares"),
+    ];
+    renamed
+        .iter()
+        .find(|(from, to)| key == *from && known.contains(to))
+        .map(|(_, to)| format!("this apiVersion names the field {to}"))
+        .unwrap_or_default()
+}
+
 /// The fields of one mapping, with its path.
 struct Fields<'v> {
     map: &'v Mapping,
@@ -126,7 +139,7 @@ impl Decoder {
                         Some(k) if known.contains(&k) => {}
                         Some(k) => self
                             .errors
-                            .push(FieldError::unknown_field(&path.child(k), k)),
+                            .push(FieldError::unknown_field(&path.child(k), &hint(k, known))),
                         None => self.wrong(path, "string keys", key),
                     }
                 }
