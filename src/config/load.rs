@@ -50,7 +50,7 @@ pub fn read_dir(dir: &Path) -> Result<Vec<SourceFile>, ConfigError> {
         if !meta.is_file() {
             continue;
         }
-        let bytes = std::fs::read(&path).map_err(|source| ConfigError::ReadFile {
+        let bytes = read_bounded(&path).map_err(|source| ConfigError::ReadFile {
             path: path.clone(),
             source,
         })?;
@@ -61,6 +61,24 @@ pub fn read_dir(dir: &Path) -> Result<Vec<SourceFile>, ConfigError> {
         });
     }
     Ok(files)
+}
+
+/// The largest configuration file read; the bootstrap configuration is about 10 KiB.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
+fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB",
+            MAX_FILE_BYTES >> 20
+        )));
+    }
+    Ok(bytes)
 }
 
 /// Parses, defaults, validates and resolves the given files.

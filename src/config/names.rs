@@ -64,9 +64,101 @@ pub fn dns1123_label(s: &str) -> Vec<String> {
     }
 }
 
+const QUALIFIED_NAME_MAX: usize = 63;
+const LABEL_VALUE_MAX: usize = 63;
+const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and \
+must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', \
+regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric \
+characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. \
+'MyValue',  or 'my_value',  or '12345', regex used for validation is \
+'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`
+fn is_qualified_name_syntax(s: &str) -> bool {
+    let b = s.as_bytes();
+    let ext = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.');
+    match (b.first(), b.last()) {
+        (Some(first), Some(last)) => {
+            first.is_ascii_alphanumeric() && last.is_ascii_alphanumeric() && b.iter().all(ext)
+        }
+        _ => false,
+    }
+}
+
+/// `IsQualifiedName`: a label or annotation key (`[prefix/]name`).
+pub fn qualified_name(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = s.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                let msgs = dns1123_subdomain(prefix);
+                errs.extend(msgs.into_iter().map(|m| format!("prefix part {m}")));
+            }
+            *name
+        }
+        _ => {
+            return vec![format!(
+                "a qualified name {QUALIFIED_NAME_MSG} with an optional DNS subdomain prefix and \
+                 '/' (e.g. 'example.com/MyName')"
+            )]
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else if name.len() > QUALIFIED_NAME_MAX {
+        errs.push(format!("name part {}", max_len_error(QUALIFIED_NAME_MAX)));
+    }
+    if !is_qualified_name_syntax(name) {
+        errs.push(format!("name part {QUALIFIED_NAME_MSG}"));
+    }
+    errs
+}
+
+/// `IsValidLabelValue`.
+pub fn label_value(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > LABEL_VALUE_MAX {
+        errs.push(max_len_error(LABEL_VALUE_MAX));
+    }
+    if !s.is_empty() && !is_qualified_name_syntax(s) {
+        errs.push(LABEL_VALUE_MSG.to_string());
+    }
+    errs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn label_and_annotation_keys_and_values_are_checked_like_apimachinery() {
+        assert!(qualified_name("apf.kubernetes.io/autoupdate-spec").is_empty());
+        assert!(qualified_name("My_Key.1").is_empty());
+        assert_eq!(
+            qualified_name("/x"),
+            vec!["prefix part must be non-empty".to_string()]
+        );
+        assert_eq!(
+            qualified_name("Bad/x"),
+            vec![format!("prefix part {SUBDOMAIN_MSG}")]
+        );
+        assert_eq!(
+            qualified_name("a/"),
+            vec![
+                "name part must be non-empty".to_string(),
+                format!("name part {QUALIFIED_NAME_MSG}")
+            ]
+        );
+        assert_eq!(qualified_name("a/b/c").len(), 1);
+        assert!(label_value("").is_empty());
+        assert!(label_value("v1.2_x").is_empty());
+        assert_eq!(label_value("-x"), vec![LABEL_VALUE_MSG.to_string()]);
+    }
 
     #[test]
     fn subdomains_and_labels_are_checked_like_apimachinery() {

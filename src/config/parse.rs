@@ -100,7 +100,13 @@ fn yaml_documents(text: &str) -> (Vec<Value>, Option<String>) {
     let mut docs = Vec::new();
     for de in serde_yaml::Deserializer::from_str(text) {
         match Value::deserialize(de) {
-            Ok(v) => docs.push(v),
+            Ok(mut v) => {
+                // `<<` merge keys, which the apiserver's YAML decoder also applies.
+                if let Err(e) = v.apply_merge() {
+                    return (docs, Some(format!("invalid YAML merge key: {e}")));
+                }
+                docs.push(v);
+            }
             // After a syntax error the rest of the stream cannot be trusted.
             Err(e) => return (docs, Some(format!("invalid YAML: {e}"))),
         }

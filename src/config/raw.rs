@@ -75,6 +75,8 @@ pub struct RawMeta {
     pub namespace: String,
     /// `uid`.
     pub uid: String,
+    /// `labels`.
+    pub labels: BTreeMap<String, String>,
     /// `annotations`.
     pub annotations: BTreeMap<String, String>,
 }

@@ -330,3 +330,18 @@ fn dump_round_trips_through_the_loader() {
     };
     assert_eq!(names(&again), names(&config));
 }
+
+#[test]
+fn yaml_merge_keys_are_applied() {
+    let text = format!(
+        "{PL_V1}---\napiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\n\
+         metadata: {{name: merged}}\nspec:\n  <<: {{priorityLevelConfiguration: {{name: pl}}}}\n  \
+         rules: [{{subjects: [{{kind: Group, group: {{name: g}}}}], nonResourceRules: [{{verbs: [get], nonResourceURLs: [/x]}}]}}]\n"
+    );
+    let loaded = load_yaml(&text);
+    assert!(loaded
+        .config
+        .flow_schemas()
+        .iter()
+        .any(|fs| fs.name == "merged"));
+}

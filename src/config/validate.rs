@@ -5,7 +5,10 @@
 //! Every problem is collected, in the apiserver's order.
 //!
 //! Where we differ: the "spec must equal the fixed value" errors of mandatory objects omit the
-//! value (the apiserver prints the Go struct with `%#v`, pointer addresses included).
+//! value (the apiserver prints the Go struct with `%#v`, pointer addresses included); of the
+//! `ObjectMeta` checks, only name, namespace, label and annotation keys/values are made (the
+//! 256 KiB annotation size limit, owner references, finalizers and managed fields are not).
+//! Label and annotation maps are checked in key order (Go's map order is random).
 
 mod flow_schema;
 mod priority_level;
@@ -14,7 +17,7 @@ pub use flow_schema::validate_flow_schema;
 pub use priority_level::validate_priority_level;
 
 use super::field::{BadValue, FieldError, FieldPath};
-use super::names::dns1123_subdomain;
+use super::names::{dns1123_subdomain, label_value, qualified_name};
 use super::raw::{RawMeta, RawStatus};
 
 /// `ValidateObjectMeta` for a cluster-scoped object whose name must be a DNS-1123 subdomain.
@@ -40,6 +43,23 @@ fn validate_meta(meta: &RawMeta) -> Vec<FieldError> {
             &path.child("namespace"),
             "not allowed on this type",
         ));
+    }
+    let labels = path.child("labels");
+    for (k, v) in &meta.labels {
+        for msg in qualified_name(k) {
+            errs.push(FieldError::invalid(&labels, BadValue::Str(k.clone()), &msg));
+        }
+        for msg in label_value(v) {
+            errs.push(FieldError::invalid(&labels, BadValue::Str(v.clone()), &msg));
+        }
+    }
+    let annotations = path.child("annotations");
+    for k in meta.annotations.keys() {
+        // Annotation keys are qualified names in any case.
+        for msg in qualified_name(&k.to_lowercase()) {
+            let value = BadValue::Str(k.clone());
+            errs.push(FieldError::invalid(&annotations, value, &msg));
+        }
     }
     errs
 }

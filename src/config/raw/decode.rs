@@ -254,12 +254,11 @@ impl Decoder {
         let Some(f) = self.fields(v, &FieldPath::new("metadata"), META_FIELDS) else {
             return RawMeta::default();
         };
-        // Type-checked though unused, so that a malformed map is not silently accepted.
-        self.string_map(&f, "labels");
         RawMeta {
             name: self.string(&f, "name"),
             namespace: self.string(&f, "namespace"),
             uid: self.string(&f, "uid"),
+            labels: self.string_map(&f, "labels"),
             annotations: self.string_map(&f, "annotations"),
         }
     }
