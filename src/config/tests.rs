@@ -345,3 +345,5 @@ fn yaml_merge_keys_are_applied() {
         .iter()
         .any(|fs| fs.name == "merged"));
 }
+
+mod props;
