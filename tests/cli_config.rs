@@ -252,3 +252,25 @@ fn example_directory_is_the_embedded_configuration() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.stdout, run(&["config", "dump"]).stdout);
 }
+
+#[test]
+fn problems_are_listed_file_by_file() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        tmp.path().join("a.yaml"),
+        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata: {name: a}\n",
+    )
+    .unwrap();
+    std::fs::write(tmp.path().join("b.yaml"), "kind: [\n").unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let r = run(&["check", "--config-dir", dir]);
+    assert_eq!(r.code, Some(1));
+    let files: Vec<&str> = r
+        .stdout
+        .lines()
+        .map(|l| l.split(": ").next().unwrap())
+        .collect();
+    let a = format!("{dir}/a.yaml");
+    let b = format!("{dir}/b.yaml");
+    assert_eq!(files, [a.as_str(), &b]);
+}

@@ -103,6 +103,13 @@ pub fn load_sources(files: &[SourceFile]) -> Result<Loaded, ConfigError> {
         problems.extend(object_problems(obj));
     }
     problems.extend(duplicate_names(&objects));
+    // File by file, as the files were read; within a file, in the order found.
+    let order: BTreeMap<&str, usize> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.name.as_str(), i))
+        .collect();
+    problems.sort_by_key(|p| order.get(p.file.as_str()).copied());
     if !problems.is_empty() {
         return Err(ConfigError::Invalid { problems, warnings });
     }
