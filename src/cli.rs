@@ -53,6 +53,9 @@ pub fn serve() -> anyhow::Result<ExitCode> {
 /// An unreadable directory or file is an error (exit 2 in `main`).
 pub fn check(config_dir: &Path) -> anyhow::Result<ExitCode> {
     use std::io::Write;
+    let print_warnings = |warnings: &[crate::config::Problem]| {
+        warnings.iter().for_each(|w| eprintln!("warning: {w}"))
+    };
     let mut out = std::io::stdout().lock();
     match crate::config::load_dir(config_dir) {
         Ok(loaded) => {
@@ -80,12 +83,6 @@ pub fn check(config_dir: &Path) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn print_warnings(warnings: &[crate::config::Problem]) {
-    for w in warnings {
-        eprintln!("warning: {w}");
-    }
-}
-
 /// `kube-apf-proxy config dump [--config-dir DIR]`.
 ///
 /// Writes the effective configuration as multi-document v1 YAML on standard output (see
@@ -93,6 +90,9 @@ fn print_warnings(warnings: &[crate::config::Problem]) {
 /// its problems on standard error and exits 1.
 pub fn config_dump(config_dir: Option<&Path>) -> anyhow::Result<ExitCode> {
     use std::io::Write;
+    let print_warnings = |warnings: &[crate::config::Problem]| {
+        warnings.iter().for_each(|w| eprintln!("warning: {w}"))
+    };
     let config = match config_dir {
         None => crate::config::bootstrap(),
         Some(dir) => match crate::config::load_dir(dir) {
