@@ -53,7 +53,9 @@ pub struct RequestInfo {
     pub resource: String,
     /// The subresource, e.g. `status` or `exec`.
     pub subresource: String,
-    /// The object name, possibly taken from a `metadata.name` field selector.
+    /// The object name: the path segment after the resource or, for a collection GET whose query
+    /// decodes, the value of its first (in sorted order) `metadata.name=`/`==` field selector
+    /// term when that is a valid path segment name (not `.`/`..`, no `/` or `%`).
     pub name: String,
     /// The path segments after the namespace part (`None` for non-resource requests, serialised
     /// as `null` like Go's nil slice).
@@ -69,14 +71,16 @@ pub struct RequestInfo {
 /// Why no [`RequestInfo`] could be derived. The apiserver answers these with an error status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestInfoError {
-    /// `/api/v1/watch` or `/api/v1/proxy` with nothing after it.
+    /// `/api/v1/watch` or `/api/v1/proxy` with nothing after it. The apiserver's RequestInfo
+    /// filter answers this with 500 ("failed to create RequestInfo").
     #[error("unable to determine kind and namespace from url, {0}")]
     NoKindAndNamespace(String),
-    /// The path holds an invalid percent escape, as Go's `net/url` rejects it.
+    /// The path holds an invalid percent escape (the offending text, at most three bytes, as
+    /// Go's `url.EscapeError`); Go's HTTP server answers 400 before any handler runs.
     #[error("invalid URL escape {0:?}")]
     InvalidEscape(String),
     /// The request target is neither an absolute path nor `*` (e.g. empty, or an authority), or
-    /// holds an ASCII control character, which Go's `net/url` rejects.
+    /// holds an ASCII control character, which Go's `net/url` rejects (400).
     #[error("invalid request target {0:?}")]
     InvalidTarget(String),
 }
@@ -101,8 +105,8 @@ const LONG_RUNNING_SUBRESOURCES: [&str; 5] = ["attach", "exec", "proxy", "log", 
 /// Mirrors `RequestInfoFactory.NewRequestInfo`, step for step:
 /// 1. non-resource by default: `path`, lowercased method as verb;
 /// 2. resource requests are `/api/{version}/...` and `/apis/{group}/{version}/...` with at least
-///    one segment after the version; `api_prefix` (and `api_group`) stay set on the non-resource
-///    results of those early checks, as in Go;
+///    one segment after the version; `/apis/{x}/{y}` is non-resource but keeps `api_prefix`, as
+///    in Go;
 /// 3. a `watch` or `proxy` segment right after the version is the verb (error if nothing
 ///    follows); otherwise POST/GET/HEAD/PUT/PATCH/DELETE map to create/get/get/update/patch/delete
 ///    (case-sensitive, as Go compares methods) and any other method to `""`;
