@@ -2,6 +2,7 @@
 
 use proptest::prelude::*;
 
+use super::super::label_selector;
 use super::*;
 
 const SEGMENTS: &[&str] = &[
@@ -71,6 +72,31 @@ fn target() -> impl Strategy<Value = String> {
         }
         target
     })
+}
+
+/// One requirement of the label selector grammar, built from valid keys and values.
+fn label_requirement() -> impl Strategy<Value = String> {
+    let name = "[A-Za-z0-9]([-A-Za-z0-9_.]{0,20}[A-Za-z0-9])?";
+    let key = (
+        prop::option::of("[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?(\\.[a-z0-9]{1,5}){0,2}"),
+        name,
+    )
+        .prop_map(|(prefix, name)| prefix.map_or(name.clone(), |p| format!("{p}/{name}")));
+    let value = prop_oneof![Just(String::new()), name];
+    let values = prop::collection::vec(value.clone(), 1..4).prop_map(|v| v.join(","));
+    let ws = prop::sample::select(vec!["", " ", "\t", "  "]);
+    (key, 0..8usize, value, values, "[0-9]{1,18}", ws).prop_map(
+        |(key, form, value, values, number, ws)| match form {
+            0 => key,
+            1 => format!("!{ws}{key}"),
+            2 => format!("{key}{ws}={ws}{value}"),
+            3 => format!("{key}{ws}=={value}"),
+            4 => format!("{key}!={ws}{value}"),
+            5 => format!("{key} in{ws}({values})"),
+            6 => format!("{key} notin ({values}){ws}"),
+            _ => format!("{key}{ws}>{ws}{number}"),
+        },
+    )
 }
 
 /// Percent-encodes every byte after the leading `/`.
@@ -162,6 +188,14 @@ proptest! {
             prop_assert!(!is_long_running(&info) || info.verb == "watch" || info.verb == "proxy"
                 || !info.subresource.is_empty() || info.path.starts_with("/debug/pprof/"));
         }
+    }
+
+    #[test]
+    fn label_selectors_from_the_grammar_parse(requirements in prop::collection::vec(label_requirement(), 1..5)) {
+        let selector = requirements.join(",");
+        prop_assert!(label_selector::is_valid(&selector), "{:?}", selector);
+        let with_trailing_comma = format!("{selector},");
+        prop_assert!(!label_selector::is_valid(&with_trailing_comma));
     }
 
     #[test]
