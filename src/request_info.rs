@@ -36,7 +36,8 @@ use self::url::ListQuery;
 pub struct RequestInfo {
     /// Whether the URL names an API resource (as opposed to e.g. `/healthz`).
     pub is_resource_request: bool,
-    /// The percent-decoded URL path, trailing slash kept.
+    /// The percent-decoded URL path, trailing slash kept. Decoded bytes that are not UTF-8 (which
+    /// Go keeps) become U+FFFD; no valid Kubernetes name can contain either.
     pub path: String,
     /// The Kubernetes verb (`get`, `list`, `watch`, `create`, ...) or, for non-resource requests,
     /// the lowercased HTTP method.
@@ -115,13 +116,16 @@ const LONG_RUNNING_SUBRESOURCES: [&str; 5] = ["attach", "exec", "proxy", "log", 
 ///    `metadata.name` field selector); a `delete` without a name is `deletecollection`;
 /// 6. list/watch/deletecollection not named by a path prefix record the raw selectors.
 ///
-/// Never panics. Differences from Go: see [`RequestInfoError`] for rejected targets; the error
-/// text for a bare `/watch` or `/proxy` quotes the target as received, where Go re-escapes it.
+/// Never panics. Differences from Go: see [`RequestInfoError`] for rejected targets, and
+/// [`RequestInfo::path`] for bytes that are not UTF-8.
 pub fn parse(method: &str, target: &str) -> Result<RequestInfo, RequestInfoError> {
-    let url::RequestTarget { path, raw_query } = url::parse_request_target(target)?;
-    let attributes = resolve(method, &path, raw_query)
-        .map_err(|NoKindAndNamespace| RequestInfoError::NoKindAndNamespace(target.to_owned()))?;
-    Ok(RequestInfo { path, ..attributes })
+    let target = url::parse_request_target(target)?;
+    let attributes = resolve(method, &target.path, target.raw_query)
+        .map_err(|NoKindAndNamespace| RequestInfoError::NoKindAndNamespace(target.go_string()))?;
+    Ok(RequestInfo {
+        path: target.path,
+        ..attributes
+    })
 }
 
 /// Whether kube-apiserver treats the request as long-running: verb `watch` or `proxy`, a resource

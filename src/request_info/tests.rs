@@ -294,6 +294,24 @@ fn bare_watch_or_proxy_prefix_is_an_error() {
 }
 
 #[test]
+fn bare_watch_error_quotes_the_url_as_go_prints_it() {
+    let cases = [
+        ("/api/v1/watch?", "/api/v1/watch?"),
+        ("/api/v%31/w%61tch", "/api/v%31/w%61tch"),
+        ("/api/\"x\"/watch", "/api/%22x%22/watch"),
+        ("/api/\u{e4}/proxy?a=\u{e4}", "/api/%C3%A4/proxy?a=\u{e4}"),
+        ("/apis/g%2fv1/watch", "/apis/g%2fv1/watch"),
+    ];
+    for (target, url) in cases {
+        assert_eq!(
+            parse("GET", target),
+            Err(RequestInfoError::NoKindAndNamespace(url.to_owned())),
+            "{target}"
+        );
+    }
+}
+
+#[test]
 fn namespaces_path_rules() {
     check(&[
         (

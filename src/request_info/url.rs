@@ -18,6 +18,28 @@ pub(super) struct RequestTarget<'a> {
     pub path: String,
     /// `URL.RawQuery`: everything after the first `?`, still encoded.
     pub raw_query: &'a str,
+    /// The path as received.
+    raw_path: &'a str,
+    /// Whether the target had a `?` (Go's `ForceQuery` keeps a lone one).
+    has_query: bool,
+}
+
+impl RequestTarget<'_> {
+    /// Mirrors `URL.String()` for a request URL, which the apiserver puts in some error messages:
+    /// `EscapedPath()` (the path as received when that is a valid encoding, else Go's re-escaping
+    /// of the decoded path) and the raw query.
+    pub fn go_string(&self) -> String {
+        let mut out = if self.path == "*" || valid_encoded_path(self.raw_path) {
+            self.raw_path.to_owned()
+        } else {
+            escape_path(&self.path)
+        };
+        if self.has_query {
+            out.push('?');
+            out.push_str(self.raw_query);
+        }
+        out
+    }
 }
 
 /// Mirrors `url.ParseRequestURI` for the forms hyper hands over as `Uri::path_and_query`: an
@@ -35,17 +57,24 @@ pub(super) fn parse_request_target(target: &str) -> Result<RequestTarget<'_>, Re
         return Ok(RequestTarget {
             path: "*".to_owned(),
             raw_query: "",
+            raw_path: target,
+            has_query: false,
         });
     }
     if !target.starts_with('/') {
         return Err(RequestInfoError::InvalidTarget(target.to_owned()));
     }
-    let (raw_path, raw_query) = target.split_once('?').unwrap_or((target, ""));
+    let (raw_path, raw_query, has_query) = match target.split_once('?') {
+        Some((path, query)) => (path, query, true),
+        None => (target, "", false),
+    };
     let path =
         unescape(raw_path.as_bytes(), Mode::Path).map_err(RequestInfoError::InvalidEscape)?;
     Ok(RequestTarget {
         path: into_string(path),
         raw_query,
+        raw_path,
+        has_query,
     })
 }
 
@@ -157,6 +186,31 @@ fn unescape(s: &[u8], mode: Mode) -> Result<Cow<'_, [u8]>, String> {
         }
     }
     Ok(Cow::Owned(out))
+}
+
+/// Mirrors `shouldEscape(c, encodePath)`: everything but unreserved characters and the reserved
+/// ones a path may hold (`$&+,/:;=@`).
+fn path_byte_needs_escape(b: u8) -> bool {
+    !(b.is_ascii_alphanumeric() || b"-_.~$&+,/:;=@".contains(&b))
+}
+
+/// Mirrors `validEncoded(s, encodePath)`.
+fn valid_encoded_path(raw: &str) -> bool {
+    raw.bytes()
+        .all(|b| b"!$&'()*+,;=:@[]%".contains(&b) || !path_byte_needs_escape(b))
+}
+
+/// Mirrors `escape(s, encodePath)`.
+fn escape_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if path_byte_needs_escape(b) {
+            out.push_str(&format!("%{b:02X}"));
+        } else {
+            out.push(char::from(b));
+        }
+    }
+    out
 }
 
 /// The value of an ASCII hex digit (validated by the caller).
