@@ -2,8 +2,46 @@
 //!
 //! Authenticators run in the apiserver's order (front-proxy request headers, client certificates,
 //! bearer tokens, anonymous) and produce an [`Identity`].
+//!
+//! The entry point is [`Authenticator`]: built once from an [`AuthConfig`], it answers
+//! [`Authenticator::authenticate`] per request. Mirrors the apiserver's delegating authenticator
+//! (`pkg/authentication/authenticatorfactory/delegating.go`): a union of front-proxy request
+//! headers, client certificates and bearer tokens (token file, then TokenReview against the
+//! upstream), wrapped in the `AuthenticatedGroupAdder`, then anonymous when enabled.
+
+mod bearer;
+mod cached;
+mod config;
+mod error;
+mod keyhash;
+mod requestheader;
+mod secret;
+mod stats;
+mod token_cache;
+mod tokenfile;
+mod union;
+mod webhook;
+mod x509;
+
+#[cfg(test)]
+mod fake_transport;
+#[cfg(test)]
+mod test_pki;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
+
+pub use bearer::is_credential_header;
+pub use config::{
+    AuthConfig, AuthConfigError, RequestHeaderConfig, RetryBackoff, TokenReviewConfig,
+};
+pub use error::{AuthError, CertError, CredentialError, CredentialKind, RequestHeaderError};
+pub use secret::{Secret, REDACTED};
+pub use stats::{AttemptResult, AuthStats, TokenCacheStats, TokenReviewStats};
+pub use tokenfile::TokenFileError;
+pub use union::{AuthMethod, Authenticated, Authenticator};
+pub use webhook::{TokenReviewError, TokenReviewTransport, TransportError};
 
 /// The group every authenticated user belongs to (added as the apiserver adds it).
 pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
@@ -55,6 +93,15 @@ impl Identity {
             uid: uid.into(),
             groups,
             extra: BTreeMap::new(),
+        }
+    }
+
+    /// Applies the `AuthenticatedGroupAdder` to an authenticator's raw answer, keeping `extra`.
+    fn into_authenticated(self) -> Self {
+        let extra = self.extra;
+        Identity {
+            extra,
+            ..Identity::authenticated(self.user, self.uid, self.groups)
         }
     }
 }

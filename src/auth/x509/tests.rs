@@ -1,0 +1,138 @@
+use super::*;
+use crate::auth::test_pki::{ClientSpec, TestCa};
+
+fn bundle(ca: &TestCa) -> CaBundle {
+    CaBundle::from_pem(ca.pem().as_bytes()).expect("CA bundle")
+}
+
+fn spec(cn: &str) -> ClientSpec<'_> {
+    ClientSpec {
+        cn: Some(cn),
+        ..ClientSpec::default()
+    }
+}
+
+#[test]
+fn verified_certificate_gives_cn_as_user_and_o_as_groups() {
+    let ca = TestCa::new("client-ca");
+    let chain = ca.client(ClientSpec {
+        cn: Some("alice"),
+        orgs: &["dev", "ops"],
+        uid: Some("uid-123"),
+        ..ClientSpec::default()
+    });
+    let auth = ClientCertAuthenticator::new(bundle(&ca));
+    let id = auth
+        .authenticate(Some(&chain), UnixTime::now())
+        .expect("verifies")
+        .expect("has a CN");
+    assert_eq!(id.user, "alice");
+    assert_eq!(id.uid, "uid-123");
+    assert_eq!(id.groups, vec!["dev", "ops"]);
+    let fingerprint = hex(&Sha256::digest(chain[0].as_ref()));
+    assert_eq!(
+        id.extra.get(CREDENTIAL_ID_KEY),
+        Some(&vec![format!("X509SHA256={fingerprint}")])
+    );
+}
+
+#[test]
+fn no_certificate_or_empty_cn_is_no_opinion() {
+    let ca = TestCa::new("client-ca");
+    let auth = ClientCertAuthenticator::new(bundle(&ca));
+    assert_eq!(auth.authenticate(None, UnixTime::now()), Ok(None));
+    assert_eq!(auth.authenticate(Some(&[]), UnixTime::now()), Ok(None));
+    let no_cn = ca.client(ClientSpec {
+        orgs: &["dev"],
+        ..ClientSpec::default()
+    });
+    assert_eq!(auth.authenticate(Some(&no_cn), UnixTime::now()), Ok(None));
+}
+
+#[test]
+fn certificates_that_do_not_verify_are_errors() {
+    let ca = TestCa::new("client-ca");
+    let other = TestCa::new("other-ca");
+    let auth = ClientCertAuthenticator::new(bundle(&ca));
+    let cases = [
+        ("wrong CA", other.client(spec("mallory"))),
+        (
+            "expired",
+            ca.client(ClientSpec {
+                expired: true,
+                ..spec("old")
+            }),
+        ),
+        (
+            "server auth only",
+            ca.client(ClientSpec {
+                server_auth_only: true,
+                ..spec("server")
+            }),
+        ),
+    ];
+    for (name, chain) in cases {
+        let err = auth
+            .authenticate(Some(&chain), UnixTime::now())
+            .expect_err(name);
+        let CertError::Verify { id, .. } = &err else {
+            panic!("{name}: {err}");
+        };
+        assert!(id.starts_with("SN="), "{name}: {id}");
+        assert!(id.contains("SKID=") && id.contains("AKID="), "{name}: {id}");
+    }
+}
+
+#[test]
+fn uid_attribute_rules_mirror_parse_uid_from_cert() {
+    let subject = |uids: Vec<Option<&str>>| Subject {
+        common_name: "u".to_string(),
+        organizations: Vec::new(),
+        uids: uids.into_iter().map(|u| u.map(str::to_string)).collect(),
+    };
+    let cases = [
+        (vec![], Ok(String::new())),
+        (vec![Some("abc")], Ok("abc".to_string())),
+        (
+            vec![Some("")],
+            Err(CertError::Uid("UID cannot be an empty string".to_string())),
+        ),
+        (
+            vec![None],
+            Err(CertError::Uid(
+                "unable to parse UID into a string".to_string(),
+            )),
+        ),
+        (
+            vec![Some("a"), Some("b")],
+            Err(CertError::Uid(
+                "expected 1 UID, but found multiple: [a b]".to_string(),
+            )),
+        ),
+    ];
+    for (uids, want) in cases {
+        assert_eq!(subject(uids.clone()).uid(), want, "{uids:?}");
+    }
+}
+
+#[test]
+fn bad_ca_bundles_are_rejected() {
+    assert!(CaBundle::from_pem(b"").is_err());
+    assert!(CaBundle::from_pem(b"not pem at all").is_err());
+    let garbage = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+    assert!(CaBundle::from_pem(garbage.as_bytes()).is_err());
+}
+
+#[test]
+fn a_bundle_with_several_cas_verifies_each() {
+    let a = TestCa::new("a");
+    let b = TestCa::new("b");
+    let pem = format!("{}{}", a.pem(), b.pem());
+    let bundle = CaBundle::from_pem(pem.as_bytes()).expect("bundle");
+    assert_eq!(bundle.certs().len(), 2);
+    for ca in [&a, &b] {
+        bundle
+            .verify(&ca.client(spec("x")), UnixTime::now())
+            .expect("verifies");
+    }
+}
