@@ -21,6 +21,7 @@ mod token_cache;
 mod tokenfile;
 mod union;
 mod webhook;
+mod websocket;
 mod x509;
 
 #[cfg(test)]
@@ -42,6 +43,7 @@ pub use stats::{AttemptResult, AuthStats, TokenCacheStats, TokenReviewStats};
 pub use tokenfile::TokenFileError;
 pub use union::{AuthMethod, Authenticated, Authenticator};
 pub use webhook::{TokenReviewError, TokenReviewTransport, TransportError};
+pub use websocket::strip_websocket_bearer_protocol;
 
 /// The group every authenticated user belongs to (added as the apiserver adds it).
 pub const AUTHENTICATED_GROUP: &str = "system:authenticated";

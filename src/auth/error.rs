@@ -15,7 +15,7 @@ pub enum CredentialKind {
     RequestHeader,
     /// A client certificate checked against `--client-ca-file`.
     ClientCertificate,
-    /// An `Authorization: Bearer` token.
+    /// A bearer token, in `Authorization` or in a WebSocket subprotocol.
     BearerToken,
 }
 
@@ -83,6 +83,9 @@ pub enum CredentialError {
     /// A bearer token that no token authenticator accepted (`bearertoken.go`'s `invalidToken`).
     #[error("invalid bearer token")]
     InvalidBearerToken,
+    /// A malformed `base64url.bearer.authorization.k8s.io.` WebSocket subprotocol.
+    #[error("{0}")]
+    InvalidWebSocketProtocol(&'static str),
     /// The TokenReview failed (transport, status, decoding) or reported an error.
     #[error(transparent)]
     TokenReview(#[from] TokenReviewError),
@@ -94,9 +97,9 @@ impl CredentialError {
         match self {
             CredentialError::RequestHeader(_) => CredentialKind::RequestHeader,
             CredentialError::ClientCertificate(_) => CredentialKind::ClientCertificate,
-            CredentialError::InvalidBearerToken | CredentialError::TokenReview(_) => {
-                CredentialKind::BearerToken
-            }
+            CredentialError::InvalidBearerToken
+            | CredentialError::InvalidWebSocketProtocol(_)
+            | CredentialError::TokenReview(_) => CredentialKind::BearerToken,
         }
     }
 }

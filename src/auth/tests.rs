@@ -9,15 +9,17 @@ use super::fake_transport::{status, FakeTransport};
 use super::test_pki::{ClientSpec, TestCa};
 use super::*;
 
-struct Pki {
-    dir: tempfile::TempDir,
-    client_ca: TestCa,
-    proxy_ca: TestCa,
-    stranger_ca: TestCa,
+mod config;
+
+pub(super) struct Pki {
+    pub(super) dir: tempfile::TempDir,
+    pub(super) client_ca: TestCa,
+    pub(super) proxy_ca: TestCa,
+    pub(super) stranger_ca: TestCa,
 }
 
 impl Pki {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Pki {
             dir: tempfile::tempdir().expect("tempdir"),
             client_ca: TestCa::new("client-ca"),
@@ -26,7 +28,7 @@ impl Pki {
         }
     }
 
-    fn token_file(&self, text: &str) -> std::path::PathBuf {
+    pub(super) fn token_file(&self, text: &str) -> std::path::PathBuf {
         let path = self.dir.path().join("tokens.csv");
         std::fs::write(&path, text).expect("write tokens");
         path
@@ -34,7 +36,7 @@ impl Pki {
 
     /// Every method configured: requestheader (allowed CN `front-proxy`), client CA, token file
     /// (`filetoken` → `file-user`), TokenReview (`good*` tokens), anonymous as given.
-    fn config(&self, transport: Arc<FakeTransport>, anonymous: bool) -> AuthConfig {
+    pub(super) fn config(&self, transport: Arc<FakeTransport>, anonymous: bool) -> AuthConfig {
         let mut rh = RequestHeaderConfig::new(self.proxy_ca.write(self.dir.path(), "proxy-ca.pem"));
         rh.allowed_names = vec!["front-proxy".to_string()];
         AuthConfig {
@@ -47,7 +49,7 @@ impl Pki {
         }
     }
 
-    fn authenticator(&self, anonymous: bool) -> (Authenticator, Arc<FakeTransport>) {
+    pub(super) fn authenticator(&self, anonymous: bool) -> (Authenticator, Arc<FakeTransport>) {
         let transport = FakeTransport::users();
         let auth = Authenticator::new(self.config(transport.clone(), anonymous)).expect("config");
         (auth, transport)
@@ -394,88 +396,31 @@ async fn stats_count_methods_and_results() {
     assert_eq!(transport.calls(), 2);
 }
 
-#[test]
-fn client_ca_roots_are_the_union_of_both_bundles() {
+#[tokio::test]
+async fn websocket_subprotocol_tokens_are_authenticated_after_authorization() {
     let pki = Pki::new();
-    let (auth, _) = pki.authenticator(true);
-    assert_eq!(
-        auth.client_ca_roots(),
-        vec![pki.client_ca.der(), pki.proxy_ca.der()]
-    );
-
-    let same = pki.client_ca.write(pki.dir.path(), "same.pem");
-    let cfg = AuthConfig {
-        client_ca_file: Some(same.clone()),
-        request_header: Some(RequestHeaderConfig::new(same)),
-        ..AuthConfig::default()
+    let (auth, _) = pki.authenticator(false);
+    let ws = |token: &str| {
+        let encoded: String = match token {
+            "good-ws" => "Z29vZC13cw".to_string(),
+            _ => "YmFk".to_string(),
+        };
+        let protocols =
+            format!("v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.{encoded}");
+        headers(&[
+            ("upgrade", "websocket"),
+            ("connection", "Upgrade"),
+            ("sec-websocket-protocol", &protocols),
+        ])
     };
-    let auth = Authenticator::new(cfg).expect("config");
+    let got = auth.authenticate(&ws("good-ws"), None).await;
     assert_eq!(
-        auth.client_ca_roots(),
-        vec![pki.client_ca.der()],
-        "deduplicated"
+        user_and_method(&got),
+        Some(("user-good-ws", AuthMethod::TokenReview))
     );
-}
-
-#[test]
-fn bad_configurations_are_rejected() {
-    let pki = Pki::new();
-    let missing = pki.dir.path().join("missing.pem");
-    let empty = pki.dir.path().join("empty.pem");
-    std::fs::write(&empty, "").expect("write");
-    let cases: Vec<(AuthConfig, &str)> = vec![
-        (
-            AuthConfig {
-                anonymous: false,
-                ..AuthConfig::default()
-            },
-            "no authentication method configured",
-        ),
-        (
-            AuthConfig {
-                client_ca_file: Some(missing.clone()),
-                ..AuthConfig::default()
-            },
-            "reading --client-ca-file",
-        ),
-        (
-            AuthConfig {
-                request_header: Some(RequestHeaderConfig::new(empty)),
-                ..AuthConfig::default()
-            },
-            "holds no certificate",
-        ),
-        (
-            AuthConfig {
-                token_auth_file: Some(pki.token_file("only,two\n")),
-                ..AuthConfig::default()
-            },
-            "must have at least 3 columns",
-        ),
-        (
-            AuthConfig {
-                token_review: Some(TokenReviewConfig {
-                    request_timeout: std::time::Duration::ZERO,
-                    ..TokenReviewConfig::new(FakeTransport::users())
-                }),
-                ..AuthConfig::default()
-            },
-            "request timeout must be positive",
-        ),
-    ];
-    for (cfg, want) in cases {
-        let err = Authenticator::new(cfg)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(err.contains(want), "{err:?} should contain {want:?}");
-    }
-}
-
-#[test]
-fn anonymous_alone_is_a_valid_configuration() {
-    let auth = Authenticator::new(AuthConfig::default()).expect("anonymous only");
-    assert!(auth.client_ca_roots().is_empty());
-    assert!(auth.is_identity_header(&HeaderName::from_static("x-remote-user")));
-    assert!(!auth.is_identity_header(&HeaderName::from_static("authorization")));
+    let err = auth
+        .authenticate(&ws("bad"), None)
+        .await
+        .expect_err("bad token");
+    assert_eq!(err.errors(), &[CredentialError::InvalidBearerToken]);
 }

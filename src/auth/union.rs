@@ -3,9 +3,10 @@
 //! Mirrors `authenticatorfactory/delegating.go`: `union.New(requestheader, x509, bearer token)`
 //! — each tried in turn, the first success wins, errors collected — wrapped in the
 //! `AuthenticatedGroupAdder`, then `union.NewFailOnError(that, anonymous)`: anonymous is reached
-//! only when no authenticator both recognised and rejected a credential. The bearer token
-//! authenticator is itself a union of the token file and the cached TokenReview
-//! (`token/union`), as in kube-apiserver.
+//! only when no authenticator both recognised and rejected a credential. Tokens come from
+//! `Authorization: Bearer` and then from the WebSocket subprotocol (`bearertoken` and
+//! `websocket` authenticators), each checked against the token file and then the cached
+//! TokenReview (`token/union`), as in kube-apiserver.
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ use super::requestheader::{is_standard_identity_header, RequestHeaderAuthenticat
 use super::secret::Secret;
 use super::stats::AuthStats;
 use super::tokenfile::TokenFile;
+use super::websocket::{protocol_token, ProtocolToken};
 use super::x509::{CaBundle, ClientCertAuthenticator};
 use super::Identity;
 
@@ -158,11 +160,21 @@ impl Authenticator {
     ) -> Result<Authenticated, AuthError> {
         let result = self.union(headers, peer_certificates, now).await;
         match &result {
-            Ok(ok) => self.stats.record_success(ok.method),
-            Err(AuthError::NoCredentials) => self.stats.record_unauthenticated(),
-            Err(AuthError::Rejected(errors)) => self
-                .stats
-                .record_rejection(errors.iter().map(CredentialError::kind)),
+            Ok(ok) => {
+                let method = ok.method.as_str();
+                tracing::debug!(method, user = %ok.identity.user, "Request authenticated");
+                self.stats.record_success(ok.method);
+            }
+            Err(AuthError::NoCredentials) => {
+                tracing::debug!("No credentials and anonymous requests are disabled");
+                self.stats.record_unauthenticated();
+            }
+            Err(err @ AuthError::Rejected(errors)) => {
+                // The apiserver's "Unable to authenticate the request"; errors never hold tokens.
+                tracing::debug!(error = %err, "Unable to authenticate the request");
+                self.stats
+                    .record_rejection(errors.iter().map(CredentialError::kind));
+            }
         }
         result
     }
@@ -194,6 +206,11 @@ impl Authenticator {
                 Ok(None) => {}
                 Err(e) => errors.push(e),
             }
+            match self.authenticate_websocket(headers).await {
+                Ok(Some(ok)) => return Ok(ok),
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
         }
         if !errors.is_empty() {
             return Err(AuthError::Rejected(errors));
@@ -216,6 +233,24 @@ impl Authenticator {
             BearerToken::Absent => return Ok(None),
             BearerToken::Malformed => return Err(CredentialError::InvalidBearerToken),
             BearerToken::Token(token) => token,
+        };
+        match self.authenticate_token(&token).await? {
+            Some(ok) => Ok(Some(ok)),
+            None => Err(CredentialError::InvalidBearerToken),
+        }
+    }
+
+    // `websocket.ProtocolAuthenticator` over the same token union.
+    async fn authenticate_websocket(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<Option<Authenticated>, CredentialError> {
+        let token = match protocol_token(headers) {
+            ProtocolToken::Absent => return Ok(None),
+            ProtocolToken::Invalid(why) => {
+                return Err(CredentialError::InvalidWebSocketProtocol(why))
+            }
+            ProtocolToken::Token(token) => token,
         };
         match self.authenticate_token(&token).await? {
             Some(ok) => Ok(Some(ok)),
