@@ -114,10 +114,10 @@ impl Inner {
     }
 
     async fn fetch(self: Arc<Self>, key: CacheKey, token: Secret) -> Outcome {
-        let outcome = self.fetch_and_store(&key, &token).await;
-        // Only after the answer is cached, so a new request finds one or the other.
-        lock(&self.in_flight).remove(&key);
-        outcome
+        // Dropped only after the answer is cached, so a new request finds one or the other; and
+        // dropped even if the review panics, so the key is not stuck with a failed lookup.
+        let _in_flight = InFlightEntry { inner: &self, key };
+        self.fetch_and_store(&key, &token).await
     }
 
     async fn fetch_and_store(&self, key: &CacheKey, token: &Secret) -> Outcome {
@@ -143,6 +143,18 @@ impl Inner {
         };
         counter.fetch_add(1, Relaxed);
         outcome
+    }
+}
+
+/// Removes a key's in-flight lookup when its review task ends, however it ends.
+struct InFlightEntry<'a> {
+    inner: &'a Inner,
+    key: CacheKey,
+}
+
+impl Drop for InFlightEntry<'_> {
+    fn drop(&mut self) {
+        lock(&self.inner.in_flight).remove(&self.key);
     }
 }
 

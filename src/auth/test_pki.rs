@@ -33,6 +33,19 @@ impl TestCa {
         TestCa { cert, key }
     }
 
+    /// An intermediate CA signed by this one.
+    pub(crate) fn intermediate(&self, name: &str) -> Self {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let key = KeyPair::generate().expect("key");
+        let cert = params
+            .signed_by(&key, &self.cert, &self.key)
+            .expect("signed");
+        TestCa { cert, key }
+    }
+
     pub(crate) fn pem(&self) -> String {
         self.cert.pem()
     }

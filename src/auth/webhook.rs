@@ -24,7 +24,9 @@ use super::Identity;
 /// Sends TokenReviews to the upstream. Implemented by the proxy over its upstream client.
 pub trait TokenReviewTransport: Send + Sync + 'static {
     /// POSTs a TokenReview (authentication.k8s.io/v1, JSON) to the upstream and returns status +
-    /// body. The body holds a bearer token: never log it.
+    /// body. The request body holds a bearer token: never log it. Bound the response body
+    /// (a TokenReview answer is small; 1 MiB is ample) and map connection failures to
+    /// [`TransportError::Connection`] so they are retried.
     fn review(
         &self,
         body: Bytes,
@@ -139,8 +141,9 @@ pub(crate) fn request_body(token: &Secret, audiences: &[String]) -> Bytes {
             audiences,
         },
     };
-    // Serializing plain strings into a Vec cannot fail.
-    Bytes::from(serde_json::to_vec(&review).unwrap_or_default())
+    Bytes::from(
+        serde_json::to_vec(&review).expect("invariant: a struct of strings always serializes"),
+    )
 }
 
 /// Reviews tokens through a [`TokenReviewTransport`], with timeout and retries.
@@ -239,10 +242,10 @@ impl TokenReviewer {
             return Ok(None);
         }
         if !status.authenticated {
-            return match status.error.is_empty() {
-                true => Ok(None),
-                false => Err(TokenReviewError::Rejected(status.error)),
-            };
+            if status.error.is_empty() {
+                return Ok(None);
+            }
+            return Err(TokenReviewError::Rejected(status.error));
         }
         Ok(Some(Identity {
             user: status.user.username,

@@ -166,3 +166,15 @@ async fn too_many_distinct_reviews_in_flight_are_rejected() {
     assert!(first.await.expect("task").expect("ok").is_some());
     assert!(user(&auth, "two").await.expect("ok").is_some());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_review_that_panics_fails_once_and_frees_its_key() {
+    let transport = FakeTransport::new(|_, call| {
+        assert!(call > 0, "first review panics");
+        Ok(authenticated("alice", &[]))
+    });
+    let auth = cached(transport.clone(), ttls(120, 120));
+    assert_eq!(user(&auth, "t").await, Err(TokenReviewError::Crashed));
+    assert!(user(&auth, "t").await.expect("ok").is_some());
+    assert_eq!(transport.calls(), 2);
+}

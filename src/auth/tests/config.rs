@@ -90,3 +90,14 @@ fn anonymous_alone_is_a_valid_configuration() {
     assert!(auth.is_identity_header(&HeaderName::from_static("x-remote-user")));
     assert!(!auth.is_identity_header(&HeaderName::from_static("authorization")));
 }
+
+#[test]
+fn authenticator_is_shareable_and_its_future_is_send() {
+    fn assert_send_sync<T: Send + Sync>(_: &T) {}
+    fn assert_send<T: Send>(_: &T) {}
+    let auth = Authenticator::new(AuthConfig::default()).expect("anonymous only");
+    assert_send_sync(&auth);
+    let headers = http::HeaderMap::new();
+    let future = auth.authenticate(&headers, None);
+    assert_send(&future);
+}

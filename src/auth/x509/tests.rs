@@ -136,3 +136,24 @@ fn a_bundle_with_several_cas_verifies_each() {
             .expect("verifies");
     }
 }
+
+#[test]
+fn intermediates_sent_by_the_client_complete_the_chain() {
+    let root = TestCa::new("root");
+    let intermediate = root.intermediate("intermediate");
+    let mut chain = intermediate.client(spec("carol"));
+    let auth = ClientCertAuthenticator::new(bundle(&root));
+    assert!(
+        matches!(
+            auth.authenticate(Some(&chain), UnixTime::now()),
+            Err(CertError::Verify { .. })
+        ),
+        "leaf alone does not chain to the root"
+    );
+    chain.push(intermediate.der());
+    let id = auth
+        .authenticate(Some(&chain), UnixTime::now())
+        .expect("verifies through the intermediate")
+        .expect("has a CN");
+    assert_eq!(id.user, "carol");
+}
