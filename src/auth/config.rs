@@ -134,6 +134,35 @@ impl TokenReviewConfig {
     }
 }
 
+impl TokenReviewConfig {
+    /// Checks the ranges: a positive timeout, at least one attempt, a finite backoff factor of
+    /// at least 1 and a jitter between 0 and 1 (beyond them, waits could overflow).
+    pub fn validate(&self) -> Result<(), AuthConfigError> {
+        let backoff = &self.retry_backoff;
+        if self.request_timeout.is_zero() {
+            return Err(AuthConfigError::TokenReview(
+                "request timeout must be positive",
+            ));
+        }
+        if backoff.steps == 0 {
+            return Err(AuthConfigError::TokenReview(
+                "number of webhook retry attempts must be at least 1",
+            ));
+        }
+        if !(1.0..=10.0).contains(&backoff.factor) {
+            return Err(AuthConfigError::TokenReview(
+                "retry backoff factor must be between 1 and 10",
+            ));
+        }
+        if !(0.0..=1.0).contains(&backoff.jitter) {
+            return Err(AuthConfigError::TokenReview(
+                "retry backoff jitter must be between 0 and 1",
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Debug for TokenReviewConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenReviewConfig")

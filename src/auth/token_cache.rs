@@ -47,9 +47,13 @@ impl<V: Clone> ExpiringCache<V> {
         None
     }
 
-    /// Stores `value` for `ttl` from `now`, replacing any earlier value for `key`.
+    /// Stores `value` for `ttl` from `now`, replacing any earlier value for `key`. A `ttl` so
+    /// long that the deadline is not representable stores nothing.
     pub(crate) fn insert(&mut self, key: CacheKey, value: V, ttl: Duration, now: Instant) {
         self.remove(&key);
+        let Some(expires) = now.checked_add(ttl) else {
+            return;
+        };
         self.purge_expired(now);
         while self.entries.len() >= self.capacity {
             let Some((_, oldest)) = self.by_expiry.pop_first() else {
@@ -58,7 +62,6 @@ impl<V: Clone> ExpiringCache<V> {
             self.entries.remove(&oldest);
         }
         self.seq += 1;
-        let expires = now + ttl;
         self.by_expiry.insert((expires, self.seq), key);
         self.entries.insert(
             key,
@@ -142,6 +145,13 @@ mod tests {
         cache.insert(key(1), 2, 10 * S, now);
         assert_eq!(cache.len(), 1);
         assert_eq!(cache.get(&key(1), now + 5 * S), Some(2));
+    }
+
+    #[test]
+    fn an_unrepresentable_deadline_stores_nothing() {
+        let mut cache = ExpiringCache::new(2);
+        cache.insert(key(1), 1, Duration::MAX, Instant::now());
+        assert_eq!(cache.len(), 0);
     }
 
     proptest! {

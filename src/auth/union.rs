@@ -104,16 +104,7 @@ impl Authenticator {
         let token_review = match &cfg.token_review {
             None => None,
             Some(review) => {
-                if review.request_timeout.is_zero() {
-                    return Err(AuthConfigError::TokenReview(
-                        "request timeout must be positive",
-                    ));
-                }
-                if review.retry_backoff.steps == 0 {
-                    return Err(AuthConfigError::TokenReview(
-                        "number of webhook retry attempts must be at least 1",
-                    ));
-                }
+                review.validate()?;
                 let hasher = KeyHasher::random().map_err(AuthConfigError::Random)?;
                 Some(CachedTokenReview::new(
                     review,

@@ -73,6 +73,19 @@ fn bad_configurations_are_rejected() {
             },
             "request timeout must be positive",
         ),
+        (
+            AuthConfig {
+                token_review: Some(TokenReviewConfig {
+                    retry_backoff: RetryBackoff {
+                        factor: -1.0,
+                        ..RetryBackoff::default()
+                    },
+                    ..TokenReviewConfig::new(FakeTransport::users())
+                }),
+                ..AuthConfig::default()
+            },
+            "retry backoff factor must be between 1 and 10",
+        ),
     ];
     for (cfg, want) in cases {
         let err = Authenticator::new(cfg)
