@@ -8,6 +8,22 @@
 //! (`pkg/authentication/authenticatorfactory/delegating.go`): a union of front-proxy request
 //! headers, client certificates and bearer tokens (token file, then TokenReview against the
 //! upstream), wrapped in the `AuthenticatedGroupAdder`, then anonymous when enabled.
+//!
+//! Semantics worth knowing (all as the apiserver):
+//! - Each authenticator answers "no opinion", "authenticated" or "error". The first
+//!   "authenticated" wins; errors are collected and only reported when nobody authenticated.
+//!   A credential that was presented and rejected (a certificate that does not verify, an
+//!   unknown token, a failed TokenReview) therefore gives [`AuthError::Rejected`] — never
+//!   anonymous — unless another credential on the same request is accepted.
+//! - Front-proxy headers count only with a client certificate that verifies against the
+//!   requestheader CA and whose CN is allowed; a certificate from the client CA with forged
+//!   `X-Remote-User` is authenticated as its own CN.
+//! - Every failure is `401 Unauthorized`; a TokenReview that errors fails closed.
+//!
+//! Differences: the TokenReview cache is bounded and limits reviews in flight; identity header
+//! values must be UTF-8; token file errors name the line; anonymous path conditions
+//! (structured authentication configuration) and OIDC / service-account / bootstrap token
+//! authenticators of kube-apiserver are not part of the proxy (TokenReview covers those tokens).
 
 mod bearer;
 mod cached;
