@@ -132,7 +132,8 @@ impl Authenticator {
     }
 
     /// Authenticates one request from its headers and the TLS peer's certificate chain (leaf
-    /// first), at the current wall-clock time.
+    /// first), at the current wall-clock time. Runs inside a Tokio runtime: TokenReviews are
+    /// spawned so that a client going away does not cancel a review others wait for.
     pub async fn authenticate(
         &self,
         headers: &HeaderMap,

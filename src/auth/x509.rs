@@ -25,10 +25,15 @@ use super::Identity;
 /// The `extra` key under which the apiserver records the certificate fingerprint.
 pub(crate) const CREDENTIAL_ID_KEY: &str = "authentication.kubernetes.io/credential-id";
 
+mod verified;
+
+use verified::VerifiedChains;
+
 /// A CA bundle and the verifier built over it.
 pub(crate) struct CaBundle {
     certs: Vec<CertificateDer<'static>>,
     verifier: Arc<dyn ClientCertVerifier>,
+    verified: VerifiedChains,
 }
 
 impl CaBundle {
@@ -64,7 +69,11 @@ impl CaBundle {
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
             .build()
             .map_err(|e| format!("building the verifier: {e}"))?;
-        Ok(CaBundle { certs, verifier })
+        Ok(CaBundle {
+            certs,
+            verifier,
+            verified: VerifiedChains::default(),
+        })
     }
 
     /// The CA certificates, DER.
@@ -72,7 +81,8 @@ impl CaBundle {
         &self.certs
     }
 
-    /// Verifies `chain` (leaf first, then intermediates) against this bundle at `now`.
+    /// Verifies `chain` (leaf first, then intermediates) against this bundle at `now`; a chain
+    /// that verified in the last minute (and has not expired since) is not verified again.
     pub(crate) fn verify(
         &self,
         chain: &[CertificateDer<'_>],
@@ -81,13 +91,17 @@ impl CaBundle {
         let Some((leaf, intermediates)) = chain.split_first() else {
             return Err(CertError::Parse("empty certificate chain".to_string()));
         };
+        if self.verified.contains(chain, now) {
+            return Ok(());
+        }
         self.verifier
             .verify_client_cert(leaf, intermediates, now)
-            .map(|_| ())
             .map_err(|e| CertError::Verify {
                 id: certificate_identifier(leaf),
                 reason: e.to_string(),
-            })
+            })?;
+        self.verified.insert(chain, now);
+        Ok(())
     }
 }
 

@@ -157,3 +157,39 @@ fn intermediates_sent_by_the_client_complete_the_chain() {
         .expect("has a CN");
     assert_eq!(id.user, "carol");
 }
+
+#[test]
+fn a_verified_chain_is_remembered_for_a_minute_at_most() {
+    use std::time::Duration;
+    let ca = TestCa::new("client-ca");
+    let other = TestCa::new("other-ca");
+    let bundle = bundle(&ca);
+    let chain = ca.client(spec("alice"));
+    let t0 = UnixTime::now();
+    let at = |secs: u64| UnixTime::since_unix_epoch(Duration::from_secs(t0.as_secs() + secs));
+    bundle.verify(&chain, t0).expect("verifies");
+    assert!(bundle.verified.contains(&chain, at(59)));
+    assert!(
+        !bundle.verified.contains(&chain, at(60)),
+        "re-verified after the TTL"
+    );
+    bundle.verify(&chain, at(60)).expect("still valid");
+    assert!(bundle.verify(&other.client(spec("m")), t0).is_err());
+    assert_eq!(bundle.verified.len(), 1, "failures are not remembered");
+}
+
+#[test]
+fn a_remembered_chain_is_not_trusted_past_its_not_after() {
+    use std::time::Duration;
+    let ca = TestCa::new("client-ca");
+    let bundle = bundle(&ca);
+    let chain = ca.client(spec("alice"));
+    let (_, cert) = X509Certificate::from_der(&chain[0]).expect("parses");
+    let not_after = u64::try_from(cert.validity().not_after.timestamp()).expect("after 1970");
+    let at = |secs: u64| UnixTime::since_unix_epoch(Duration::from_secs(secs));
+    bundle
+        .verify(&chain, at(not_after - 30))
+        .expect("valid until notAfter");
+    assert!(bundle.verified.contains(&chain, at(not_after - 1)));
+    assert!(!bundle.verified.contains(&chain, at(not_after)));
+}
