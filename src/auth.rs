@@ -20,7 +20,8 @@
 //!   `X-Remote-User` is authenticated as its own CN.
 //! - Every failure is `401 Unauthorized`; a TokenReview that errors fails closed.
 //!
-//! Differences: the TokenReview cache is bounded and limits reviews in flight; identity header
+//! Differences: the TokenReview cache is bounded and limits reviews in flight; a verified client
+//! chain is remembered (same bytes, at most 60s, never past `notAfter`); identity header
 //! values must be UTF-8; token file errors name the line; anonymous path conditions
 //! (structured authentication configuration) and OIDC / service-account / bootstrap token
 //! authenticators of kube-apiserver are not part of the proxy (TokenReview covers those tokens).
