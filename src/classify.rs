@@ -111,4 +111,4 @@ fn sharded_queuing(level: &PriorityLevelRef) -> Option<crate::config::Queuing> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

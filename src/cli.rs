@@ -9,6 +9,8 @@ use std::process::ExitCode;
 
 use serde::Deserialize;
 
+pub mod classify;
+
 /// One request to classify: a `classify --requests` input line, or the flags of a single request.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -55,7 +57,8 @@ pub fn config_dump(_config_dir: Option<&Path>) -> anyhow::Result<ExitCode> {
     anyhow::bail!("config dump is not built yet")
 }
 
-/// `kube-apf-proxy classify`.
-pub fn classify(_config_dir: Option<&Path>, _source: ClassifySource) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("classify is not built yet")
+/// `kube-apf-proxy classify`: one JSON line per request on standard output; exit 0 when every
+/// request was classified, 1 when some input gave an `{"error":...}` line.
+pub fn classify(config_dir: Option<&Path>, source: ClassifySource) -> anyhow::Result<ExitCode> {
+    classify::run(config_dir, source)
 }

@@ -4,11 +4,14 @@
 //! validate (every problem, with its field path) → resolve — and ends in an immutable [`Config`].
 
 pub mod model;
+// PENDING: stubs of `bootstrap` and `load_dir` until the `config` branch is merged.
+mod pending;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use model::*;
+pub use pending::{bootstrap, load_dir, PendingConfigError};
 
 /// A resolved configuration: what classification and the queues run on.
 ///
