@@ -6,10 +6,15 @@
 //! service-account namespace they name. Classifying a request then looks up only the lists that
 //! the caller's user name and groups select; the request side is checked on those candidates,
 //! and the lowest-numbered rule that matches wins — exactly the first match of a linear scan.
+//! A per-rule [`Prefilter`] skips most candidates whose request side cannot match without
+//! touching the rule itself.
+
+mod prefilter;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
+use self::prefilter::{FnvBuildHasher, Prefilter, RequestBits};
 use super::rule::{request_matches, SERVICE_ACCOUNT_PREFIX, WILDCARD};
 use crate::auth::Identity;
 use crate::config::{FlowSchemaRef, PriorityLevelRef, Subject};
@@ -17,6 +22,18 @@ use crate::request_info::RequestInfo;
 
 /// Rule numbers in matching order, ascending and without duplicates.
 type RuleList = Vec<u32>;
+
+/// Subject name → rules.
+type SubjectMap = HashMap<Box<str>, RuleList, FnvBuildHasher>;
+
+/// One rule, by number: where it is and its prefilter, stored inline so that skipping a
+/// candidate reads one contiguous entry.
+#[derive(Debug, Clone, Copy)]
+struct IndexedRule {
+    flow_schema: u32,
+    rule: u32,
+    prefilter: Prefilter,
+}
 
 /// Where a FlowSchema leads: the schema and its priority level.
 #[derive(Debug, Clone)]
@@ -30,16 +47,17 @@ pub(crate) struct Target {
 pub struct MatchIndex {
     /// Per FlowSchema (matching order): its schema and level.
     targets: Vec<Target>,
-    /// Per rule number: the FlowSchema index and the rule's index within its `spec.rules`.
-    rules: Vec<(u32, u32)>,
+    /// Per rule number: the FlowSchema index, the rule's index within its `spec.rules`, and
+    /// its prefilter.
+    rules: Vec<IndexedRule>,
     /// Rules with a `User *` or `Group *` subject: candidates for every caller.
     everyone: RuleList,
     /// Rules by exact user name (`User` subjects and fully named `ServiceAccount` subjects).
-    users: HashMap<Box<str>, RuleList>,
+    users: SubjectMap,
     /// Rules by group name.
-    groups: HashMap<Box<str>, RuleList>,
+    groups: SubjectMap,
     /// Rules with a `ServiceAccount` subject named `*`, by namespace.
-    service_account_namespaces: HashMap<Box<str>, RuleList>,
+    service_account_namespaces: SubjectMap,
     /// The index in `targets` of the `catch-all` FlowSchema.
     catch_all: usize,
 }
@@ -57,9 +75,9 @@ impl MatchIndex {
             targets: Vec::with_capacity(flow_schemas.len()),
             rules: Vec::new(),
             everyone: Vec::new(),
-            users: HashMap::new(),
-            groups: HashMap::new(),
-            service_account_namespaces: HashMap::new(),
+            users: SubjectMap::default(),
+            groups: SubjectMap::default(),
+            service_account_namespaces: SubjectMap::default(),
             catch_all: 0,
         };
         for (fs_index, fs) in flow_schemas.iter().enumerate() {
@@ -76,7 +94,11 @@ impl MatchIndex {
             });
             for (rule_index, rule) in fs.rules.iter().enumerate() {
                 let number = index.rules.len() as u32;
-                index.rules.push((fs_index as u32, rule_index as u32));
+                index.rules.push(IndexedRule {
+                    flow_schema: fs_index as u32,
+                    rule: rule_index as u32,
+                    prefilter: Prefilter::new(rule),
+                });
                 for subject in &rule.subjects {
                     index.file(subject, number);
                 }
@@ -111,14 +133,16 @@ impl MatchIndex {
     /// The first FlowSchema in matching order that matches, or the `catch-all` FlowSchema when
     /// none does (a caller in neither `system:authenticated` nor `system:unauthenticated`).
     pub(crate) fn find(&self, identity: &Identity, info: &RequestInfo) -> &Target {
+        let bits = RequestBits::new(info);
+        let request = (info, &bits);
         let mut best = u32::MAX;
-        self.scan(&self.everyone, info, &mut best);
+        self.scan(&self.everyone, request, &mut best);
         if let Some(list) = self.users.get(identity.user.as_str()) {
-            self.scan(list, info, &mut best);
+            self.scan(list, request, &mut best);
         }
         for group in &identity.groups {
             if let Some(list) = self.groups.get(group.as_str()) {
-                self.scan(list, info, &mut best);
+                self.scan(list, request, &mut best);
             }
         }
         if !self.service_account_namespaces.is_empty() {
@@ -127,13 +151,13 @@ impl MatchIndex {
                 // `namespace` is compared by prefix and may itself hold a `:`.
                 for (at, _) in rest.match_indices(':') {
                     if let Some(list) = self.service_account_namespaces.get(&rest[..at]) {
-                        self.scan(list, info, &mut best);
+                        self.scan(list, request, &mut best);
                     }
                 }
             }
         }
         let fs_index = match self.rules.get(best as usize) {
-            Some(&(fs_index, _)) => fs_index as usize,
+            Some(rule) => rule.flow_schema as usize,
             None => self.catch_all,
         };
         &self.targets[fs_index]
@@ -141,14 +165,17 @@ impl MatchIndex {
 
     /// Lowers `best` to the first rule of `list` below it whose request side matches. Every rule
     /// in `list` already has a subject naming the caller.
-    fn scan(&self, list: &[u32], info: &RequestInfo, best: &mut u32) {
+    fn scan(&self, list: &[u32], (info, bits): (&RequestInfo, &RequestBits), best: &mut u32) {
         for &number in list {
             if number >= *best {
                 return;
             }
-            let (fs_index, rule_index) = self.rules[number as usize];
-            let rule = &self.targets[fs_index as usize].flow_schema.rules[rule_index as usize];
-            if request_matches(rule, info) {
+            let indexed = &self.rules[number as usize];
+            if !indexed.prefilter.admits(bits) {
+                continue;
+            }
+            let fs = &self.targets[indexed.flow_schema as usize].flow_schema;
+            if request_matches(&fs.rules[indexed.rule as usize], info) {
                 *best = number;
                 return;
             }
