@@ -14,7 +14,7 @@ mod prefilter;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use self::prefilter::{FnvBuildHasher, Prefilter, RequestBits};
+use self::prefilter::{Prefilter, RequestBits, WordBuildHasher};
 use super::rule::{request_matches, SERVICE_ACCOUNT_PREFIX, WILDCARD};
 use crate::auth::Identity;
 use crate::config::{FlowSchemaRef, PriorityLevelRef, Subject};
@@ -24,7 +24,7 @@ use crate::request_info::RequestInfo;
 type RuleList = Vec<u32>;
 
 /// Subject name → rules.
-type SubjectMap = HashMap<Box<str>, RuleList, FnvBuildHasher>;
+type SubjectMap = HashMap<Box<str>, RuleList, WordBuildHasher>;
 
 /// One rule, by number: where it is and its prefilter, stored inline so that skipping a
 /// candidate reads one contiguous entry.
