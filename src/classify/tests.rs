@@ -23,19 +23,12 @@ fn config_of(flow_schemas: Vec<crate::config::FlowSchema>) -> Config {
 #[test]
 fn flow_hash_is_sha256_of_name_nul_distinguisher_little_endian() {
     // Expected values from `printf 'NAME\0DIST' | sha256sum`, first 8 bytes read little-endian.
+    #[rustfmt::skip]
     let cases = [
         ("global-default", "alice", 17644606172554983095u64),
-        (
-            "kube-system-service-accounts",
-            "kube-system",
-            5788695476672829020,
-        ),
+        ("kube-system-service-accounts", "kube-system", 5788695476672829020),
         ("probes", "", 1490246024787818612),
-        (
-            "service-accounts",
-            "system:serviceaccount:default:app",
-            7022872328203437386,
-        ),
+        ("service-accounts", "system:serviceaccount:default:app", 7022872328203437386),
         ("fs", "", 6109992441520452836),
     ];
     for (name, distinguisher, want) in cases {
@@ -123,57 +116,16 @@ fn catch_all_defined_in_files_still_is_the_fallback() {
 fn distinguisher_and_hash_only_when_the_level_shards_over_queues() {
     use DistinguisherMethod::{ByNamespace, ByUser};
     let who = user("alice", &[]);
+    #[rustfmt::skip]
     let cases: &[(&str, Option<DistinguisherMethod>, RequestInfo, &str, bool)] = &[
-        (
-            "pl",
-            Some(ByUser),
-            resource("get", "", "ns1", "pods", ""),
-            "alice",
-            true,
-        ),
-        (
-            "pl",
-            Some(ByNamespace),
-            resource("get", "", "ns1", "pods", ""),
-            "ns1",
-            true,
-        ),
-        (
-            "pl",
-            Some(ByNamespace),
-            resource("get", "", "", "nodes", ""),
-            "",
-            true,
-        ),
-        (
-            "pl",
-            Some(ByNamespace),
-            non_resource("get", "/version"),
-            "",
-            true,
-        ),
+        ("pl", Some(ByUser), resource("get", "", "ns1", "pods", ""), "alice", true),
+        ("pl", Some(ByNamespace), resource("get", "", "ns1", "pods", ""), "ns1", true),
+        ("pl", Some(ByNamespace), resource("get", "", "", "nodes", ""), "", true),
+        ("pl", Some(ByNamespace), non_resource("get", "/version"), "", true),
         ("pl", None, resource("get", "", "ns1", "pods", ""), "", true),
-        (
-            "one-queue",
-            Some(ByUser),
-            resource("get", "", "ns1", "pods", ""),
-            "",
-            false,
-        ),
-        (
-            "reject",
-            Some(ByUser),
-            resource("get", "", "ns1", "pods", ""),
-            "",
-            false,
-        ),
-        (
-            "exempt",
-            Some(ByUser),
-            resource("get", "", "ns1", "pods", ""),
-            "",
-            false,
-        ),
+        ("one-queue", Some(ByUser), resource("get", "", "ns1", "pods", ""), "", false),
+        ("reject", Some(ByUser), resource("get", "", "ns1", "pods", ""), "", false),
+        ("exempt", Some(ByUser), resource("get", "", "ns1", "pods", ""), "", false),
     ];
     for (level, method, info, want_distinguisher, hashed) in cases {
         let fs = flow_schema(

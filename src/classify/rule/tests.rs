@@ -4,129 +4,30 @@ use crate::classify::tests::support::*;
 #[test]
 fn subjects_match_as_rule_go_does() {
     let sa = "system:serviceaccount:ns1:builder";
+    #[rustfmt::skip]
     let cases: &[(&str, Subject, Identity, bool)] = &[
-        (
-            "user exact",
-            user_subject("alice"),
-            user("alice", &[]),
-            true,
-        ),
+        ("user exact", user_subject("alice"), user("alice", &[]), true),
         ("user other", user_subject("alice"), user("bob", &[]), false),
-        (
-            "user is case-sensitive",
-            user_subject("Alice"),
-            user("alice", &[]),
-            false,
-        ),
-        (
-            "user star",
-            user_subject("*"),
-            raw_user("anyone", &[]),
-            true,
-        ),
-        (
-            "user star, empty name",
-            user_subject("*"),
-            raw_user("", &[]),
-            true,
-        ),
-        (
-            "user named by its groups only",
-            user_subject("dev"),
-            user("alice", &["dev"]),
-            false,
-        ),
-        (
-            "group member",
-            group("dev"),
-            user("alice", &["ops", "dev"]),
-            true,
-        ),
-        (
-            "group non-member",
-            group("dev"),
-            user("alice", &["ops"]),
-            false,
-        ),
-        (
-            "group is case-sensitive",
-            group("Dev"),
-            user("alice", &["dev"]),
-            false,
-        ),
-        (
-            "group star, no groups",
-            group("*"),
-            raw_user("alice", &[]),
-            true,
-        ),
-        (
-            "group added by authentication",
-            group("system:authenticated"),
-            user("a", &[]),
-            true,
-        ),
-        (
-            "sa exact",
-            service_account("ns1", "builder"),
-            user(sa, &[]),
-            true,
-        ),
-        (
-            "sa other name",
-            service_account("ns1", "deployer"),
-            user(sa, &[]),
-            false,
-        ),
-        (
-            "sa name is not a prefix",
-            service_account("ns1", "build"),
-            user(sa, &[]),
-            false,
-        ),
+        ("user is case-sensitive", user_subject("Alice"), user("alice", &[]), false),
+        ("user star", user_subject("*"), raw_user("anyone", &[]), true),
+        ("user star, empty name", user_subject("*"), raw_user("", &[]), true),
+        ("user named by its groups only", user_subject("dev"), user("alice", &["dev"]), false),
+        ("group member", group("dev"), user("alice", &["ops", "dev"]), true),
+        ("group non-member", group("dev"), user("alice", &["ops"]), false),
+        ("group is case-sensitive", group("Dev"), user("alice", &["dev"]), false),
+        ("group star, no groups", group("*"), raw_user("alice", &[]), true),
+        ("group added by authentication", group("system:authenticated"), user("a", &[]), true),
+        ("sa exact", service_account("ns1", "builder"), user(sa, &[]), true),
+        ("sa other name", service_account("ns1", "deployer"), user(sa, &[]), false),
+        ("sa name is not a prefix", service_account("ns1", "build"), user(sa, &[]), false),
         ("sa star", service_account("ns1", "*"), user(sa, &[]), true),
-        (
-            "sa star, ns prefix",
-            service_account("ns1", "*"),
-            user("system:serviceaccount:ns10:x", &[]),
-            false,
-        ),
-        (
-            "sa star, other ns",
-            service_account("ns2", "*"),
-            user(sa, &[]),
-            false,
-        ),
-        (
-            "sa star, no name part",
-            service_account("ns1", "*"),
-            user("system:serviceaccount:ns1", &[]),
-            false,
-        ),
-        (
-            "sa star, empty name part",
-            service_account("ns1", "*"),
-            user("system:serviceaccount:ns1:", &[]),
-            true,
-        ),
-        (
-            "sa ignores groups",
-            service_account("ns1", "*"),
-            user("alice", &["system:serviceaccounts:ns1"]),
-            false,
-        ),
-        (
-            "sa needs the prefix",
-            service_account("ns1", "builder"),
-            user("ns1:builder", &[]),
-            false,
-        ),
-        (
-            "sa is case-sensitive",
-            service_account("NS1", "*"),
-            user(sa, &[]),
-            false,
-        ),
+        ("sa star, ns prefix", service_account("ns1", "*"), user("system:serviceaccount:ns10:x", &[]), false),
+        ("sa star, other ns", service_account("ns2", "*"), user(sa, &[]), false),
+        ("sa star, no name part", service_account("ns1", "*"), user("system:serviceaccount:ns1", &[]), false),
+        ("sa star, empty name part", service_account("ns1", "*"), user("system:serviceaccount:ns1:", &[]), true),
+        ("sa ignores groups", service_account("ns1", "*"), user("alice", &["system:serviceaccounts:ns1"]), false),
+        ("sa needs the prefix", service_account("ns1", "builder"), user("ns1:builder", &[]), false),
+        ("sa is case-sensitive", service_account("NS1", "*"), user(sa, &[]), false),
         ("sa user subject", user_subject(sa), user(sa, &[]), true),
     ];
     for (name, subject, identity, want) in cases {
@@ -136,6 +37,7 @@ fn subjects_match_as_rule_go_does() {
 
 #[test]
 fn contains_string_treats_star_as_wildcard_only_alone() {
+    #[rustfmt::skip]
     let cases: &[(&[&str], &str, bool)] = &[
         (&["*"], "get", true),
         (&["*"], "", true),
@@ -165,127 +67,28 @@ fn resource_rules_match_verb_resource_group_and_scope() {
     let status = resource_rule(&["*"], &["*"], &["pods/status"], &["*"], true);
     let cluster_only = resource_rule(&["*"], &["*"], &["*"], &[], true);
     let listed_star = resource_rule(&["*"], &["*"], &["pods", "*"], &["*"], true);
+    #[rustfmt::skip]
     let cases: &[(&str, &ResourcePolicyRule, RequestInfo, bool)] = &[
-        (
-            "all fields",
-            &pods_in_ns1,
-            resource("get", "", "ns1", "pods", ""),
-            true,
-        ),
-        (
-            "second verb",
-            &pods_in_ns1,
-            resource("list", "", "ns1", "pods", ""),
-            true,
-        ),
-        (
-            "verb",
-            &pods_in_ns1,
-            resource("watch", "", "ns1", "pods", ""),
-            false,
-        ),
-        (
-            "api group",
-            &pods_in_ns1,
-            resource("get", "apps", "ns1", "pods", ""),
-            false,
-        ),
-        (
-            "resource",
-            &pods_in_ns1,
-            resource("get", "", "ns1", "secrets", ""),
-            false,
-        ),
-        (
-            "namespace",
-            &pods_in_ns1,
-            resource("get", "", "ns2", "pods", ""),
-            false,
-        ),
-        (
-            "namespace is exact",
-            &pods_in_ns1,
-            resource("get", "", "ns10", "pods", ""),
-            false,
-        ),
-        (
-            "resource is case-sensitive",
-            &pods_in_ns1,
-            resource("get", "", "ns1", "Pods", ""),
-            false,
-        ),
-        (
-            "resource does not cover subresource",
-            &pods_in_ns1,
-            resource("get", "", "ns1", "pods", "status"),
-            false,
-        ),
-        (
-            "subresource listed",
-            &status,
-            resource("update", "", "ns1", "pods", "status"),
-            true,
-        ),
-        (
-            "subresource listed, bare resource",
-            &status,
-            resource("get", "", "ns1", "pods", ""),
-            false,
-        ),
-        (
-            "other subresource",
-            &status,
-            resource("get", "", "ns1", "pods", "log"),
-            false,
-        ),
-        (
-            "star covers subresources",
-            &star,
-            resource("create", "", "ns1", "pods", "exec"),
-            true,
-        ),
-        (
-            "cluster-scoped needs clusterScope",
-            &star,
-            resource("get", "", "", "nodes", ""),
-            false,
-        ),
-        (
-            "all-namespace list needs clusterScope",
-            &star,
-            resource("list", "", "", "pods", ""),
-            false,
-        ),
-        (
-            "clusterScope covers cluster-scoped",
-            &star_cluster,
-            resource("get", "", "", "nodes", ""),
-            true,
-        ),
-        (
-            "clusterScope irrelevant when namespaced",
-            &cluster_only,
-            resource("get", "", "ns1", "pods", ""),
-            false,
-        ),
-        (
-            "clusterScope alone covers cluster-scoped",
-            &cluster_only,
-            resource("get", "", "", "nodes", ""),
-            true,
-        ),
-        (
-            "star inside a longer resource list",
-            &listed_star,
-            resource("get", "", "ns1", "secrets", ""),
-            false,
-        ),
-        (
-            "listed entry beside star",
-            &listed_star,
-            resource("get", "", "ns1", "pods", ""),
-            true,
-        ),
+        ("all fields", &pods_in_ns1, resource("get", "", "ns1", "pods", ""), true),
+        ("second verb", &pods_in_ns1, resource("list", "", "ns1", "pods", ""), true),
+        ("verb", &pods_in_ns1, resource("watch", "", "ns1", "pods", ""), false),
+        ("api group", &pods_in_ns1, resource("get", "apps", "ns1", "pods", ""), false),
+        ("resource", &pods_in_ns1, resource("get", "", "ns1", "secrets", ""), false),
+        ("namespace", &pods_in_ns1, resource("get", "", "ns2", "pods", ""), false),
+        ("namespace is exact", &pods_in_ns1, resource("get", "", "ns10", "pods", ""), false),
+        ("resource is case-sensitive", &pods_in_ns1, resource("get", "", "ns1", "Pods", ""), false),
+        ("resource does not cover subresource", &pods_in_ns1, resource("get", "", "ns1", "pods", "status"), false),
+        ("subresource listed", &status, resource("update", "", "ns1", "pods", "status"), true),
+        ("subresource listed, bare resource", &status, resource("get", "", "ns1", "pods", ""), false),
+        ("other subresource", &status, resource("get", "", "ns1", "pods", "log"), false),
+        ("star covers subresources", &star, resource("create", "", "ns1", "pods", "exec"), true),
+        ("cluster-scoped needs clusterScope", &star, resource("get", "", "", "nodes", ""), false),
+        ("all-namespace list needs clusterScope", &star, resource("list", "", "", "pods", ""), false),
+        ("clusterScope covers cluster-scoped", &star_cluster, resource("get", "", "", "nodes", ""), true),
+        ("clusterScope irrelevant when namespaced", &cluster_only, resource("get", "", "ns1", "pods", ""), false),
+        ("clusterScope alone covers cluster-scoped", &cluster_only, resource("get", "", "", "nodes", ""), true),
+        ("star inside a longer resource list", &listed_star, resource("get", "", "ns1", "secrets", ""), false),
+        ("listed entry beside star", &listed_star, resource("get", "", "ns1", "pods", ""), true),
     ];
     for (name, rule, info, want) in cases {
         assert_eq!(resource_rule_matches(rule, info), *want, "{name}");
@@ -294,6 +97,7 @@ fn resource_rules_match_verb_resource_group_and_scope() {
 
 #[test]
 fn non_resource_urls_match_by_exact_path_or_segment_prefix() {
+    #[rustfmt::skip]
     let cases: &[(&str, &str, bool)] = &[
         ("*", "/anything", true),
         ("*", "", true),
