@@ -5,7 +5,8 @@
 //! `["*"]` list). A request hashes each of its values to one bit; a rule whose mask lacks that bit
 //! cannot match and is skipped. A set bit proves nothing: the exact check in `rule.rs` decides.
 //! Resources are bucketed by the part before the first `/`, so `pods/status` and a request for
-//! `pods` + `status` share a bucket without joining strings.
+//! `pods` + `status` share a bucket without joining strings. Non-resource paths are bucketed by
+//! their first segment, which every URL entry other than `*` and `/` pins down.
 
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -27,6 +28,7 @@ pub(super) struct Prefilter {
     /// Namespaces, plus the bit of `""` when some entry has `clusterScope`.
     namespaces: u64,
     non_resource_verbs: u64,
+    non_resource_paths: u64,
 }
 
 impl Prefilter {
@@ -37,6 +39,10 @@ impl Prefilter {
         }
         for r in &rule.non_resource_rules {
             filter.non_resource_verbs |= mask(&r.verbs);
+            filter.non_resource_paths |= r
+                .non_resource_urls
+                .iter()
+                .fold(0, |m, entry| m | url_mask(entry));
         }
         filter
     }
@@ -68,7 +74,9 @@ impl Prefilter {
                     && self.resources & resource != 0
                     && self.namespaces & namespace != 0
             }
-            RequestBits::NonResource { verb } => self.non_resource_verbs & verb != 0,
+            RequestBits::NonResource { verb, path } => {
+                self.non_resource_verbs & verb != 0 && self.non_resource_paths & path != 0
+            }
         }
     }
 }
@@ -84,6 +92,7 @@ pub(super) enum RequestBits {
     },
     NonResource {
         verb: u64,
+        path: u64,
     },
 }
 
@@ -92,6 +101,7 @@ impl RequestBits {
         if !info.is_resource_request {
             return RequestBits::NonResource {
                 verb: bit_of(&info.verb),
+                path: bit_of(first_segment(&info.path)),
             };
         }
         RequestBits::Resource {
@@ -109,6 +119,30 @@ fn mask(list: &[String]) -> u64 {
         [only] if only == WILDCARD => ALL,
         _ => list.iter().fold(0, |m, entry| m | bit_of(entry)),
     }
+}
+
+/// The paths a `nonResourceURLs` entry can match (see `rule::non_resource_url_matches`): a path
+/// equal to it shares its first segment; a path under its prefix shares the prefix's first
+/// segment — the prefix always ends in `/` (the reference appends one), so only `/` leaves the
+/// segment open.
+fn url_mask(entry: &str) -> u64 {
+    if entry == WILDCARD {
+        return ALL;
+    }
+    let prefix = entry.strip_suffix('*').unwrap_or(entry);
+    let prefix = prefix.strip_prefix('/').unwrap_or(prefix);
+    let segment = match prefix.split_once('/') {
+        Some((segment, _)) => segment,
+        None if prefix.is_empty() => return ALL,
+        None => prefix,
+    };
+    bit_of(first_segment(entry)) | bit_of(segment)
+}
+
+/// A path's first segment: after one leading `/`, up to the next `/`.
+fn first_segment(path: &str) -> &str {
+    let path = path.strip_prefix('/').unwrap_or(path);
+    path.split_once('/').map_or(path, |(segment, _)| segment)
 }
 
 /// The part of a resource before its first `/`: `pods` for `pods/status`.

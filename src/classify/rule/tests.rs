@@ -113,6 +113,8 @@ fn non_resource_urls_match_by_exact_path_or_segment_prefix() {
         ("/apis/*", "/apis/apps/v1", true),
         ("/apis*", "/apis/apps", true),
         ("/apis*", "/apisx", false),
+        ("/apis*", "/apis*", true),
+        ("/apis*", "/apis", false),
         ("/apis**", "/apis*/x", true),
         ("/apis**", "/apis/x", false),
         ("/", "/", true),

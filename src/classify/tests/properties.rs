@@ -45,7 +45,23 @@ fn resource_policy() -> impl Strategy<Value = ResourcePolicyRule> {
 fn non_resource_policy() -> impl Strategy<Value = NonResourcePolicyRule> {
     (
         list(&["get", "post", "*"], 2),
-        list(&["*", "/healthz", "/healthz/", "/apis/*", "/", "/apis"], 2),
+        list(
+            &[
+                "*",
+                "/healthz",
+                "/healthz/",
+                "/apis/*",
+                "/",
+                "/apis",
+                "/apis*",
+                "/ap*",
+                "//",
+                "healthz",
+                "",
+                "/healthz/etcd",
+            ],
+            2,
+        ),
     )
         .prop_map(|(verbs, non_resource_urls)| NonResourcePolicyRule {
             verbs,
@@ -121,7 +137,12 @@ fn request() -> impl Strategy<Value = RequestInfo> {
                     "/healthz/etcd",
                     "/apis",
                     "/apis/x",
-                    "/"
+                    "/",
+                    "//x",
+                    "",
+                    "healthz/x",
+                    "/ap/x",
+                    "/apis*",
                 ][..]
             )
         )
