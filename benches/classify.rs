@@ -4,14 +4,14 @@
 //! generated configurations of 10, 100 and 1000 FlowSchemas where most do not match the request
 //! — a third by user, a third by group, a third match the caller's group but not the request —
 //! and the match comes just before `catch-all`. The `linear` variants run the apiserver's
-//! first-match scan over `classify::matches` for comparison with the index. The
+//! first-match scan over `classify::matches` (plus the flow hash) for comparison with the index. The
 //! `bootstrap-parsed` group times classification alone.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use kube_apf_proxy::auth::Identity;
-use kube_apf_proxy::classify::{classify, matches};
+use kube_apf_proxy::classify::{classify, flow_hash, matches};
 use kube_apf_proxy::config::{
     self, Config, DistinguisherMethod, FlowSchema, LimitResponse, LimitedPriorityLevel,
     NonResourcePolicyRule, PolicyRulesWithSubjects, PriorityLevel, PriorityLevelSpec, Queuing,
@@ -173,11 +173,19 @@ fn generated(c: &mut Criterion) {
             b.iter(|| {
                 let info =
                     parse(black_box(method), black_box(url)).expect("benchmark requests are valid");
-                config
+                let identity = black_box(&alice);
+                let fs = config
                     .flow_schemas()
                     .iter()
-                    .find(|fs| matches(fs, black_box(&alice), &info))
-                    .map(|fs| fs.name.len())
+                    .find(|fs| matches(fs, identity, &info))
+                    .unwrap_or(config.catch_all());
+                // The rest of what `classify` does for this ByUser FlowSchema.
+                let distinguisher = identity.user.clone();
+                (
+                    fs.clone(),
+                    flow_hash(&fs.name, &distinguisher),
+                    distinguisher,
+                )
             })
         });
     }
