@@ -1,4 +1,114 @@
 //! Classification: which FlowSchema a request matches, its priority level and its flow.
 //!
 //! Mirrors `k8s.io/apiserver/pkg/util/flowcontrol/rule.go` and the classification part of
-//! `apf_controller.go`.
+//! `apf_controller.go` (`startRequest`, `computeFlowDistinguisher`, `hashFlowID`). Pure: no I/O,
+//! no clock.
+
+mod index;
+mod rule;
+
+use sha2::{Digest, Sha256};
+
+use crate::auth::Identity;
+use crate::config::{Config, DistinguisherMethod, FlowSchemaRef, PriorityLevelRef};
+use crate::fairqueue::shuffle_sharding::{Dealer, Hand};
+use crate::request_info::RequestInfo;
+
+pub use index::MatchIndex;
+pub use rule::{
+    contains_string, matches, non_resource_rule_matches, non_resource_url_matches, request_matches,
+    resource_matches, resource_rule_matches, service_account_matches, subject_matches,
+    subjects_match, SERVICE_ACCOUNT_PREFIX, WILDCARD,
+};
+
+/// How one request is classified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classification {
+    /// The first FlowSchema in matching order that matched (`catch-all` when none did).
+    pub flow_schema: FlowSchemaRef,
+    /// That FlowSchema's priority level.
+    pub priority_level: PriorityLevelRef,
+    /// The flow distinguisher; `""` unless the level queues with more than one queue.
+    pub flow_distinguisher: String,
+    /// The flow's hash for shuffle sharding; `0` unless the level queues with more than one queue.
+    pub flow_hash: u64,
+}
+
+impl Classification {
+    /// Whether the priority level is `Exempt` (the request is never queued).
+    pub fn is_exempt(&self) -> bool {
+        self.priority_level.is_exempt()
+    }
+
+    /// The queues the flow is dealt, in deal order, when the level queues with more than one
+    /// queue; `None` otherwise (exempt, `Reject`, or a single queue) or when the level's
+    /// `queues`/`handSize` cannot be dealt (validation rejects such levels).
+    pub fn hand(&self) -> Option<Hand> {
+        let queuing = sharded_queuing(&self.priority_level)?;
+        let dealer = Dealer::new(queuing.queues.into(), queuing.hand_size.into()).ok()?;
+        Some(dealer.deal(self.flow_hash))
+    }
+}
+
+/// Classifies a request: the first FlowSchema of `config.flow_schemas()` that matches wins,
+/// `config.catch_all()` when none does; then its level and flow.
+///
+/// Mirrors `apf_controller.go: startRequest` up to the queue set. A distinguisher and hash are
+/// computed only when the level is not exempt and queues with `queues > 1`; a FlowSchema without
+/// `distinguisherMethod` then still gets the hash of the empty distinguisher, as in the apiserver.
+///
+/// Uses the index the configuration built at resolve time: no FlowSchema whose subjects cannot
+/// name the caller is looked at.
+pub fn classify(config: &Config, identity: &Identity, info: &RequestInfo) -> Classification {
+    let target = config.match_index().find(identity, info);
+    let (flow_distinguisher, flow_hash) = if sharded_queuing(&target.priority_level).is_some() {
+        let distinguisher =
+            flow_distinguisher(target.flow_schema.distinguisher_method, identity, info);
+        let hash = flow_hash(&target.flow_schema.name, distinguisher);
+        (distinguisher.to_owned(), hash)
+    } else {
+        (String::new(), 0)
+    };
+    Classification {
+        flow_schema: target.flow_schema.clone(),
+        priority_level: target.priority_level.clone(),
+        flow_distinguisher,
+        flow_hash,
+    }
+}
+
+/// The flow distinguisher a method picks. Mirrors `apf_controller.go: computeFlowDistinguisher`:
+/// `ByUser` → the user name, `ByNamespace` → the request's namespace (`""` for cluster-scoped and
+/// non-resource requests), no method → `""`.
+pub fn flow_distinguisher<'a>(
+    method: Option<DistinguisherMethod>,
+    identity: &'a Identity,
+    info: &'a RequestInfo,
+) -> &'a str {
+    match method {
+        None => "",
+        Some(DistinguisherMethod::ByUser) => &identity.user,
+        Some(DistinguisherMethod::ByNamespace) => &info.namespace,
+    }
+}
+
+/// The flow's hash. Mirrors `apf_controller.go: hashFlowID`: the first 8 bytes of
+/// `sha256(flow_schema ‖ 0x00 ‖ distinguisher)`, read little-endian.
+pub fn flow_hash(flow_schema: &str, distinguisher: &str) -> u64 {
+    let digest = Sha256::new()
+        .chain_update(flow_schema.as_bytes())
+        .chain_update([0u8])
+        .chain_update(distinguisher.as_bytes())
+        .finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(first)
+}
+
+/// The queuing parameters of a level that shuffle-shards: not exempt, `Queue`, `queues > 1`.
+fn sharded_queuing(level: &PriorityLevelRef) -> Option<crate::config::Queuing> {
+    level.queuing().filter(|q| q.queues > 1)
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

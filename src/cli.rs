@@ -10,7 +10,45 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::config::{Config, ConfigError, Problem};
 use crate::server::{self, ServeOptions};
+
+pub mod classify;
+
+/// Why a command's configuration could not be had.
+#[derive(Debug)]
+pub enum LoadFailure {
+    /// The configuration is invalid: the problems were printed on standard error (exit 1).
+    Invalid,
+    /// A directory or file could not be read (exit 2).
+    Io(ConfigError),
+}
+
+/// The configuration of a command: the directory's, or the embedded default without one.
+///
+/// Warnings are printed on standard error as `warning: ...`; an invalid configuration prints one
+/// line per problem on standard error.
+pub fn load_config(config_dir: Option<&Path>) -> Result<Config, LoadFailure> {
+    let Some(dir) = config_dir else {
+        return Ok(crate::config::bootstrap());
+    };
+    match crate::config::load_dir(dir) {
+        Ok(loaded) => {
+            print_warnings(&loaded.warnings);
+            Ok(loaded.config)
+        }
+        Err(ConfigError::Invalid { problems, warnings }) => {
+            print_warnings(&warnings);
+            problems.iter().for_each(|p| eprintln!("{p}"));
+            Err(LoadFailure::Invalid)
+        }
+        Err(e) => Err(LoadFailure::Io(e)),
+    }
+}
+
+fn print_warnings(warnings: &[Problem]) {
+    warnings.iter().for_each(|w| eprintln!("warning: {w}"));
+}
 
 /// One request to classify: a `classify --requests` input line, or the flags of a single request.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -87,9 +125,6 @@ fn pipeline_handler() -> Arc<dyn server::Handler> {
 /// An unreadable directory or file is an error (exit 2 in `main`).
 pub fn check(config_dir: &Path) -> anyhow::Result<ExitCode> {
     use std::io::Write;
-    let print_warnings = |warnings: &[crate::config::Problem]| {
-        warnings.iter().for_each(|w| eprintln!("warning: {w}"))
-    };
     let mut out = std::io::stdout().lock();
     match crate::config::load_dir(config_dir) {
         Ok(loaded) => {
@@ -124,25 +159,10 @@ pub fn check(config_dir: &Path) -> anyhow::Result<ExitCode> {
 /// its problems on standard error and exits 1.
 pub fn config_dump(config_dir: Option<&Path>) -> anyhow::Result<ExitCode> {
     use std::io::Write;
-    let print_warnings = |warnings: &[crate::config::Problem]| {
-        warnings.iter().for_each(|w| eprintln!("warning: {w}"))
-    };
-    let config = match config_dir {
-        None => crate::config::bootstrap(),
-        Some(dir) => match crate::config::load_dir(dir) {
-            Ok(loaded) => {
-                print_warnings(&loaded.warnings);
-                loaded.config
-            }
-            Err(crate::config::ConfigError::Invalid { problems, warnings }) => {
-                print_warnings(&warnings);
-                for problem in &problems {
-                    eprintln!("{problem}");
-                }
-                return Ok(ExitCode::from(1));
-            }
-            Err(e) => return Err(e.into()),
-        },
+    let config = match load_config(config_dir) {
+        Ok(config) => config,
+        Err(LoadFailure::Invalid) => return Ok(ExitCode::from(1)),
+        Err(LoadFailure::Io(e)) => return Err(e.into()),
     };
     std::io::stdout()
         .lock()
@@ -150,7 +170,8 @@ pub fn config_dump(config_dir: Option<&Path>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `kube-apf-proxy classify`.
-pub fn classify(_config_dir: Option<&Path>, _source: ClassifySource) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("classify is not built yet")
+/// `kube-apf-proxy classify`: one JSON line per request on standard output; exit 0 when every
+/// request was classified, 1 when some input gave an `{"error":...}` line.
+pub fn classify(config_dir: Option<&Path>, source: ClassifySource) -> anyhow::Result<ExitCode> {
+    classify::run(config_dir, source)
 }

@@ -1,0 +1,160 @@
+use super::*;
+use crate::classify::flow_hash;
+use crate::classify::tests::support::{bootstrap_config, non_resource};
+
+/// Stands in for the request-info parser: two known targets, everything else invalid.
+fn fake_parse(method: &str, url: &str) -> Result<RequestInfo, RequestInfoError> {
+    match url {
+        "/healthz" => Ok(non_resource(&method.to_lowercase(), "/healthz")),
+        "/api/v1/namespaces/ns/pods?watch=true" => Ok(RequestInfo {
+            is_resource_request: true,
+            path: "/api/v1/namespaces/ns/pods".into(),
+            verb: "watch".into(),
+            api_prefix: "api".into(),
+            api_version: "v1".into(),
+            namespace: "ns".into(),
+            resource: "pods".into(),
+            parts: Some(vec!["pods".into()]),
+            ..RequestInfo::default()
+        }),
+        _ => Err(RequestInfoError::InvalidTarget(url.into())),
+    }
+}
+
+fn run_lines(input: &[u8]) -> (Vec<String>, Summary) {
+    let mut out = Vec::new();
+    let summary = classify_lines(&bootstrap_config(), input, &mut out, false, &fake_parse)
+        .expect("writing to a Vec cannot fail");
+    let text = String::from_utf8(out).expect("output is UTF-8");
+    (text.lines().map(String::from).collect(), summary)
+}
+
+#[test]
+fn prints_the_documented_line_with_flow_hash_and_hand() {
+    let user = "system:serviceaccount:ns:app";
+    let input = format!(
+        r#"{{"method":"GET","url":"/api/v1/namespaces/ns/pods?watch=true","user":"{user}","groups":["system:serviceaccounts"],"uid":"","extra":{{}}}}"#
+    );
+    let (lines, summary) = run_lines(input.as_bytes());
+    let hash = flow_hash("service-accounts", user);
+    let hand = crate::fairqueue::shuffle_sharding::Dealer::new(128, 6)
+        .expect("workload-low's queues can be dealt")
+        .deal(hash);
+    let hand = serde_json::to_string(hand.as_slice()).expect("a hand serialises");
+    let want = format!(
+        concat!(
+            r#"{{"requestInfo":{{"isResourceRequest":true,"path":"/api/v1/namespaces/ns/pods","verb":"watch","#,
+            r#""apiPrefix":"api","apiGroup":"","apiVersion":"v1","namespace":"ns","resource":"pods","#,
+            r#""subresource":"","name":"","parts":["pods"]}},"#,
+            r#""flowSchema":"service-accounts","priorityLevel":"workload-low","flowDistinguisher":"{user}","#,
+            r#""exempt":false,"seats":1,"flowHash":"{hash}","hand":{hand}}}"#
+        ),
+        user = user,
+        hash = hash,
+        hand = hand,
+    );
+    assert_eq!(lines, [want]);
+    assert_eq!(
+        summary,
+        Summary {
+            classified: 1,
+            failed: 0
+        }
+    );
+}
+
+#[test]
+fn anonymous_probe_is_exempt_without_flow_hash_or_hand() {
+    let (lines, _) = run_lines(br#"{"method":"GET","url":"/healthz","groups":["ignored"]}"#);
+    let got: serde_json::Value = serde_json::from_str(&lines[0]).expect("a JSON line");
+    assert_eq!(got["flowSchema"], "probes");
+    assert_eq!(got["priorityLevel"], "exempt");
+    assert_eq!(got["exempt"], true);
+    assert_eq!(got["flowDistinguisher"], "");
+    assert!(got.get("flowHash").is_none() && got.get("hand").is_none());
+}
+
+#[test]
+fn bad_lines_give_error_lines_in_order_and_the_run_goes_on() {
+    let long = format!(
+        "{{\"method\":\"GET\",\"url\":\"/{}\"}}",
+        "x".repeat(MAX_LINE_BYTES)
+    );
+    let mut input = Vec::new();
+    for line in [
+        r#"{"method":"GET","url":"/healthz","user":"alice"}"#,
+        "not json",
+        "",
+        "   ",
+        r#"{"method":"GET","url":"/healthz","colour":"blue"}"#,
+        r#"{"method":"GET","url":"*"}"#,
+        long.as_str(),
+    ] {
+        input.extend_from_slice(line.as_bytes());
+        input.push(b'\n');
+    }
+    input.extend_from_slice(b"\xff\xfe\n");
+    input.extend_from_slice(br#"{"method":"GET","url":"/healthz"}"#);
+    let (lines, summary) = run_lines(&input);
+    let errors: Vec<Option<String>> = lines
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("every line is JSON");
+            v.get("error")
+                .map(|e| e.as_str().expect("a string").to_string())
+        })
+        .collect();
+    assert_eq!(errors.len(), 7, "{lines:?}");
+    assert_eq!(errors[0], None);
+    assert!(errors[1]
+        .as_deref()
+        .is_some_and(|e| e.starts_with("invalid request line")));
+    assert!(errors[2]
+        .as_deref()
+        .is_some_and(|e| e.contains("unknown field `colour`")));
+    assert_eq!(errors[3].as_deref(), Some(r#"invalid request target "*""#));
+    assert!(errors[4]
+        .as_deref()
+        .is_some_and(|e| e.contains("longer than")));
+    assert!(errors[5].as_deref().is_some_and(|e| e.contains("UTF-8")));
+    assert_eq!(errors[6], None, "a last line without newline is read");
+    assert_eq!(
+        summary,
+        Summary {
+            classified: 2,
+            failed: 5
+        }
+    );
+}
+
+#[test]
+fn line_of_exactly_the_limit_is_read_whole() {
+    let mut input = vec![b' '; MAX_LINE_BYTES];
+    input.push(b'\n');
+    input.extend_from_slice(b"next\r\n");
+    let mut reader = input.as_slice();
+    let mut buf = Vec::new();
+    let first = read_bounded_line(&mut reader, &mut buf).expect("in memory");
+    assert_eq!((first, buf.len()), (Some(true), MAX_LINE_BYTES));
+    let second = read_bounded_line(&mut reader, &mut buf).expect("in memory");
+    assert_eq!((second, buf.as_slice()), (Some(true), &b"next"[..]));
+    assert_eq!(
+        read_bounded_line(&mut reader, &mut buf).expect("in memory"),
+        None
+    );
+}
+
+#[test]
+fn named_user_is_authenticated_and_keeps_uid_and_extra() {
+    let input: ClassifyInput = serde_json::from_str(
+        r#"{"method":"GET","url":"/","user":"alice","groups":["dev"],"uid":"42","extra":{"scopes":["a"]}}"#,
+    )
+    .expect("a valid line");
+    let identity = identity_of(&input);
+    assert_eq!(identity.user, "alice");
+    assert_eq!(identity.uid, "42");
+    assert_eq!(identity.groups, ["dev", "system:authenticated"]);
+    assert_eq!(identity.extra["scopes"], ["a"]);
+    let anonymous = identity_of(&ClassifyInput::default());
+    assert_eq!(anonymous, Identity::anonymous());
+}
