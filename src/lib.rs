@@ -10,4 +10,5 @@ pub mod classify;
 pub mod cli;
 pub mod config;
 pub mod fairqueue;
+pub mod proxy;
 pub mod request_info;
