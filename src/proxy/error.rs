@@ -262,3 +262,6 @@ pub fn error_response(error: &ProxyError) -> Response<ProxyBody> {
     }
     response
 }
+
+#[cfg(test)]
+mod tests;
