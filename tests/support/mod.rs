@@ -1,0 +1,132 @@
+//! Shared by the integration tests: an in-process fake apiserver that records what it receives
+//! ([`fake_apiserver`]), test PKI made at run time ([`pki`]), and a tiny HTTP front that drives
+//! [`Forwarder`] the way the proxy pipeline does ([`TestProxy`]).
+
+// Each test crate uses a different part of this module.
+#![allow(dead_code)]
+
+pub mod fake_apiserver;
+pub mod pki;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use kube_apf_proxy::auth::Identity;
+use kube_apf_proxy::proxy::{error_response, ForwardRequest, Forwarder};
+use tokio::net::TcpListener;
+
+/// A boxed error.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// A request body for test clients.
+pub type TestBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// A body of one chunk.
+pub fn body(bytes: impl Into<Bytes>) -> TestBody {
+    Full::new(bytes.into())
+        .map_err(|n| match n {})
+        .boxed_unsync()
+}
+
+/// A plain-HTTP front on `127.0.0.1:0` that forwards every request with a fixed identity.
+/// Watches (`watch=true`) and upgrades are long-running, as the pipeline's RequestInfo says.
+pub struct TestProxy {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TestProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl TestProxy {
+    /// Starts the front.
+    pub async fn start(forwarder: Forwarder, identity: Identity) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let shared = Arc::new((forwarder, identity));
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, peer)) = listener.accept().await else {
+                    continue;
+                };
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |request: Request<Incoming>| {
+                        let shared = shared.clone();
+                        async move { Ok::<_, Infallible>(handle(&shared, request, peer).await) }
+                    });
+                    let builder =
+                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let _ = builder
+                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        TestProxy { addr, task }
+    }
+
+    /// `http://127.0.0.1:port{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+async fn handle(
+    shared: &(Forwarder, Identity),
+    request: Request<Incoming>,
+    peer: SocketAddr,
+) -> Response<kube_apf_proxy::proxy::ProxyBody> {
+    let (forwarder, identity) = shared;
+    let query = request.uri().query().unwrap_or_default();
+    let long_running = query
+        .split('&')
+        .any(|p| p == "watch=true" || p == "watch=1")
+        || request.headers().contains_key(http::header::UPGRADE);
+    let ctx = ForwardRequest {
+        identity,
+        long_running,
+        peer: Some(peer),
+        received_at: None,
+    };
+    match forwarder.forward(request, ctx).await {
+        Ok(response) => response,
+        Err(error) => error_response(&error),
+    }
+}
+
+/// An HTTP/1.1 client for the test front.
+pub fn http1_client() -> Client<HttpConnector, TestBody> {
+    Client::builder(TokioExecutor::new()).build(HttpConnector::new())
+}
+
+/// An HTTP/2 (prior knowledge) client for the test front.
+pub fn h2c_client() -> Client<HttpConnector, TestBody> {
+    Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build(HttpConnector::new())
+}
+
+/// Collects a response body into bytes.
+pub async fn read_body(response: Response<Incoming>) -> Result<Bytes, hyper::Error> {
+    Ok(response.into_body().collect().await?.to_bytes())
+}
+
+/// Collects a response body as JSON.
+pub async fn read_json(response: Response<Incoming>) -> serde_json::Value {
+    let bytes = read_body(response).await.expect("body");
+    serde_json::from_slice(&bytes).expect("json body")
+}
