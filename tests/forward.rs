@@ -201,40 +201,48 @@ async fn watch_events_arrive_before_the_stream_ends() {
 }
 
 #[tokio::test]
-async fn upgrade_echoes_bytes_both_ways() {
+async fn upgrades_echo_bytes_both_ways() {
     let (fake, proxy) = plain_setup().await;
-    let stream = tokio::net::TcpStream::connect(proxy.addr)
-        .await
-        .expect("connect");
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .expect("handshake");
-    tokio::spawn(connection.with_upgrades());
-    let request = Request::post("/api/v1/namespaces/ns/pods/web/exec?command=sh")
-        .header("host", "proxy")
-        .header("connection", "Upgrade")
-        .header("upgrade", "SPDY/3.1")
-        .header("x-stream-protocol-version", "v4.channel.k8s.io")
-        .body(body(Bytes::new()))
-        .expect("request");
-    let response = sender.send_request(request).await.expect("upgrade request");
-    assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
-    assert_eq!(response.headers()["upgrade"], "SPDY/3.1");
-    assert_eq!(
-        response.headers()["x-stream-protocol-version"],
-        "v4.channel.k8s.io"
-    );
-    let mut io = TokioIo::new(hyper::upgrade::on(response).await.expect("upgraded"));
-    for message in [&b"hello"[..], b"exec me"] {
-        io.write_all(message).await.expect("write");
-        let mut buf = vec![0u8; message.len()];
-        io.read_exact(&mut buf).await.expect("read");
-        assert_eq!(buf, message);
+    for protocol in ["SPDY/3.1", "websocket"] {
+        let stream = tokio::net::TcpStream::connect(proxy.addr)
+            .await
+            .expect("connect");
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(connection.with_upgrades());
+        let request = Request::post("/api/v1/namespaces/ns/pods/web/exec?command=sh")
+            .header("host", "proxy")
+            .header("connection", "Upgrade")
+            .header("upgrade", protocol)
+            .header("x-stream-protocol-version", "v4.channel.k8s.io")
+            .body(body(Bytes::new()))
+            .expect("request");
+        let response = sender.send_request(request).await.expect("upgrade request");
+        assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
+        assert_eq!(response.headers()["upgrade"], protocol);
+        assert_eq!(
+            response.headers()["x-stream-protocol-version"],
+            "v4.channel.k8s.io"
+        );
+        let mut io = TokioIo::new(hyper::upgrade::on(response).await.expect("upgraded"));
+        for message in [&b"hello"[..], b"exec me"] {
+            io.write_all(message).await.expect("write");
+            let mut buf = vec![0u8; message.len()];
+            io.read_exact(&mut buf).await.expect("read");
+            assert_eq!(buf, message);
+        }
+        io.shutdown().await.expect("shutdown");
+        let mut rest = Vec::new();
+        io.read_to_end(&mut rest)
+            .await
+            .expect("the upstream closes too");
+        assert!(rest.is_empty());
+        let seen = fake.last_request();
+        assert_eq!(seen.header_values("upgrade"), [protocol]);
+        assert_eq!(seen.header_values("connection"), ["Upgrade"]);
+        assert_eq!(seen.version, Version::HTTP_11);
     }
-    let seen = fake.last_request();
-    assert_eq!(seen.header_values("upgrade"), ["SPDY/3.1"]);
-    assert_eq!(seen.header_values("connection"), ["Upgrade"]);
-    assert_eq!(seen.version, Version::HTTP_11);
 }
 
 #[tokio::test]

@@ -233,3 +233,49 @@ fn hyper_client(tls: ClientConfig, allow_h2: bool) -> HyperClient {
         .timer(TokioTimer::new())
         .build(connector)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proxy::UpstreamConfig;
+
+    fn client(url: &str) -> UpstreamClient {
+        let resolved = UpstreamConfig {
+            upstream: Some(url.to_string()),
+            ..UpstreamConfig::default()
+        }
+        .resolve()
+        .expect("resolve");
+        UpstreamClient::new(resolved).expect("client")
+    }
+
+    #[test]
+    fn upstream_urls_keep_the_servers_path_prefix() {
+        let cases = [
+            (
+                "http://10.0.0.1:8080",
+                "/api/v1/pods?watch=1",
+                "http://10.0.0.1:8080/api/v1/pods?watch=1",
+            ),
+            (
+                "http://10.0.0.1:8080/",
+                "/healthz",
+                "http://10.0.0.1:8080/healthz",
+            ),
+            (
+                "http://h/k8s/clusters/c1/",
+                "/api",
+                "http://h/k8s/clusters/c1/api",
+            ),
+            (
+                "http://h/prefix",
+                "/apis/apps/v1?x=%2F",
+                "http://h/prefix/apis/apps/v1?x=%2F",
+            ),
+        ];
+        for (server, path, want) in cases {
+            let uri = client(server).uri_for(path).expect("uri");
+            assert_eq!(uri.to_string(), want, "{server} + {path}");
+        }
+    }
+}

@@ -16,6 +16,9 @@ use super::{full_body, UpstreamClient, UpstreamError};
 /// The path TokenReviews are POSTed to.
 pub const TOKEN_REVIEW_PATH: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
 
+/// How long a TokenReview may take (client-go's webhook default request timeout).
+const TOKEN_REVIEW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Largest TokenReview response read (a review holds a user, groups and extras).
 const MAX_TOKEN_REVIEW_RESPONSE: usize = 1024 * 1024;
 
@@ -42,14 +45,15 @@ pub trait TokenReviewTransport: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<(StatusCode, Bytes), TransportError>>;
 }
 
-/// POSTs with the proxy's own credentials (client certificate and token), never a caller's.
+/// POSTs with the proxy's own credentials (client certificate and token), never a caller's;
+/// gives up after 30 s with [`UpstreamError::Timeout`].
 impl TokenReviewTransport for UpstreamClient {
     fn review(
         &self,
         body: Bytes,
     ) -> BoxFuture<'static, Result<(StatusCode, Bytes), TransportError>> {
         let client = self.clone();
-        Box::pin(async move {
+        let exchange = async move {
             let request = Request::builder()
                 .method(Method::POST)
                 .uri(client.uri_for(TOKEN_REVIEW_PATH)?)
@@ -64,6 +68,13 @@ impl TokenReviewTransport for UpstreamClient {
                 .map_err(|e| TransportError::Body(e.to_string()))?
                 .to_bytes();
             Ok((status, bytes))
+        };
+        Box::pin(async move {
+            tokio::time::timeout(TOKEN_REVIEW_TIMEOUT, exchange)
+                .await
+                .map_err(|_| UpstreamError::Timeout {
+                    after: TOKEN_REVIEW_TIMEOUT,
+                })?
         })
     }
 }
