@@ -8,6 +8,7 @@
 //! - `.../pods/{name}/exec|attach|portforward` with `Connection: Upgrade` → 101, then echoes bytes
 //! - `POST /apis/authentication.k8s.io/v1/tokenreviews` → a TokenReview answer from the
 //!   configured tokens
+//! - `GET /stream` → the same test-driven stream as a watch, for a non-long-running request
 //! - `GET /slow?sleep=<ms>` → answers after a (tokio) sleep; `GET /hang` → never answers
 //! - `GET /reset` → 200, one chunk, then the stream is broken off when the test calls
 //!   [`FakeApiserver::break_stream`]
@@ -274,6 +275,7 @@ async fn route(
         (Method::POST, ["apis", "authentication.k8s.io", "v1", "tokenreviews"]) => {
             token_review(request, &state).await
         }
+        (Method::GET, ["stream"]) => watch_stream(&state).await,
         (Method::GET, ["slow"]) => {
             let ms = query
                 .split('&')

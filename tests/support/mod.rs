@@ -7,10 +7,13 @@
 
 pub mod fake_apiserver;
 pub mod pki;
+pub mod tls_world;
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -22,7 +25,10 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kube_apf_proxy::auth::Identity;
-use kube_apf_proxy::proxy::{error_response, ForwardRequest, Forwarder};
+use kube_apf_proxy::proxy::{
+    error_response, ForgeableHeaders, ForwardRequest, Forwarder, ForwarderConfig,
+    IdentityForwarding, UpstreamClient, UpstreamConfig,
+};
 use tokio::net::TcpListener;
 
 /// A boxed error.
@@ -35,6 +41,48 @@ pub fn body(bytes: impl Into<Bytes>) -> TestBody {
     Full::new(bytes.into())
         .map_err(|n| match n {})
         .boxed_unsync()
+}
+
+/// The `--request-timeout` of tests that do not test timeouts.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The caller every test front forwards as: `alice` (`alice-uid`) in `dev`, with an extra
+/// `example.org/team: [blue]`.
+pub fn alice() -> Identity {
+    let mut identity = Identity::authenticated("alice", "alice-uid", vec!["dev".into()]);
+    identity.extra = BTreeMap::from([("example.org/team".into(), vec!["blue".into()])]);
+    identity
+}
+
+/// Forwarding settings; `X-Forwarded-User` is a configured requestheader name.
+pub fn forwarder_config(mode: IdentityForwarding, request_timeout: Duration) -> ForwarderConfig {
+    ForwarderConfig {
+        mode,
+        request_timeout,
+        forgeable: ForgeableHeaders::new(&["X-Forwarded-User".into()], &[]),
+    }
+}
+
+/// A passthrough forwarder to a plain-HTTP upstream.
+pub fn plain_forwarder(url: &str, request_timeout: Duration) -> Forwarder {
+    let upstream = UpstreamConfig {
+        upstream: Some(url.to_string()),
+        ..UpstreamConfig::default()
+    };
+    let client = UpstreamClient::new(upstream.resolve().expect("resolve")).expect("client");
+    Forwarder::new(
+        client,
+        forwarder_config(IdentityForwarding::Passthrough, request_timeout),
+    )
+    .expect("forwarder")
+}
+
+/// A GET with the caller's bearer token `caller-token`.
+pub fn get(url: &str) -> Request<TestBody> {
+    Request::get(url)
+        .header("authorization", "Bearer caller-token")
+        .body(body(Bytes::new()))
+        .expect("request")
 }
 
 /// A plain-HTTP front on `127.0.0.1:0` that forwards every request with a fixed identity.
