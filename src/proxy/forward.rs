@@ -17,6 +17,8 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::upgrade::OnUpgrade;
 use tokio::time::Instant;
 
 use super::client::UpstreamAuth;
@@ -114,25 +116,51 @@ impl Forwarder {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        let mode = self.config.mode;
-        if mode == IdentityForwarding::Impersonate && has_impersonation(request.headers()) {
+        self.check_impersonation(request.headers())?;
+        let upgrade =
+            request.version() <= http::Version::HTTP_11 && is_upgrade_request(request.headers());
+        let deadline = self.deadline(&request, &ctx, upgrade)?;
+        let caller_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
+        let upstream_request = self.upstream_request(request, &ctx, upgrade)?;
+        let response = self.send(upstream_request, upgrade, deadline).await?;
+        Ok(relay(response, caller_upgrade, deadline))
+    }
+
+    /// See the `headers` module documentation for why only `impersonate` mode refuses them.
+    fn check_impersonation(&self, headers: &http::HeaderMap) -> Result<(), ProxyError> {
+        if self.config.mode == IdentityForwarding::Impersonate && has_impersonation(headers) {
             return Err(ProxyError::Forbidden {
                 message: "Impersonate-* headers cannot pass a proxy that itself impersonates the caller (--identity-forwarding=impersonate)".to_string(),
             });
         }
-        let upgrade =
-            request.version() <= http::Version::HTTP_11 && is_upgrade_request(request.headers());
-        let deadline = if ctx.long_running || upgrade {
-            None
-        } else {
-            let timeout = effective_timeout(request.uri().query(), self.config.request_timeout)?;
-            Some((
-                ctx.received_at.unwrap_or_else(Instant::now) + timeout,
-                timeout,
-            ))
-        };
-        let caller_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
+        Ok(())
+    }
 
+    /// `None` for long-running requests and upgrades.
+    fn deadline<B>(
+        &self,
+        request: &Request<B>,
+        ctx: &ForwardRequest<'_>,
+        upgrade: bool,
+    ) -> Result<Option<Deadline>, ProxyError> {
+        if ctx.long_running || upgrade {
+            return Ok(None);
+        }
+        let after = effective_timeout(request.uri().query(), self.config.request_timeout)?;
+        let at = ctx.received_at.unwrap_or_else(Instant::now) + after;
+        Ok(Some(Deadline { at, after }))
+    }
+
+    fn upstream_request<B>(
+        &self,
+        request: Request<B>,
+        ctx: &ForwardRequest<'_>,
+        upgrade: bool,
+    ) -> Result<Request<ProxyBody>, ProxyError>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
         let path_and_query = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
         let uri = self
             .client
@@ -144,38 +172,69 @@ impl Forwarder {
         parts.uri = uri;
         prepare_request_headers(
             &mut parts.headers,
-            mode,
+            self.config.mode,
             ctx.identity,
             &self.config.forgeable,
             ctx.peer.map(|p| p.ip()),
             upgrade,
         );
-        let body = body.map_err(Into::into).boxed_unsync();
-        let upstream_request = Request::from_parts(parts, body);
+        Ok(Request::from_parts(
+            parts,
+            body.map_err(Into::into).boxed_unsync(),
+        ))
+    }
 
-        let auth = match mode {
+    async fn send(
+        &self,
+        request: Request<ProxyBody>,
+        upgrade: bool,
+        deadline: Option<Deadline>,
+    ) -> Result<Response<Incoming>, ProxyError> {
+        let auth = match self.config.mode {
             IdentityForwarding::Passthrough => UpstreamAuth::Caller,
             IdentityForwarding::Impersonate => UpstreamAuth::Proxy,
             IdentityForwarding::Requestheader => UpstreamAuth::ProxyCertificate,
         };
-        let sent = self.client.send(upstream_request, auth, upgrade);
-        let mut response = match deadline {
+        let sent = self.client.send(request, auth, upgrade);
+        Ok(match deadline {
             None => sent.await?,
-            Some((at, after)) => tokio::time::timeout_at(at, sent)
+            Some(Deadline { at, after }) => tokio::time::timeout_at(at, sent)
                 .await
                 .map_err(|_| UpstreamError::Timeout { after })??,
-        };
+        })
+    }
+}
 
-        let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
-        prepare_response_headers(response.headers_mut(), upgrade && switching);
-        if let (Some(caller), true) = (caller_upgrade, switching) {
+/// When a non-long-running request runs out of time.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    at: Instant,
+    after: Duration,
+}
+
+/// The upstream's response for the caller: hop-by-hop headers stripped; a `101` joins the two
+/// upgraded connections; otherwise the body streams (cut at the deadline, if any).
+fn relay(
+    mut response: Response<Incoming>,
+    caller_upgrade: Option<OnUpgrade>,
+    deadline: Option<Deadline>,
+) -> Response<ProxyBody> {
+    let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
+    match caller_upgrade {
+        Some(caller) if switching => {
+            prepare_response_headers(response.headers_mut(), true);
             let upstream = hyper::upgrade::on(&mut response);
             splice_upgrades(caller, upstream);
-            return Ok(response.map(|_| empty_body()));
+            response.map(|_| empty_body())
         }
-        Ok(match deadline {
-            None => response.map(|b| b.map_err(BoxError::from).boxed_unsync()),
-            Some((at, after)) => response.map(|b| DeadlineBody::new(b, at, after).boxed_unsync()),
-        })
+        _ => {
+            prepare_response_headers(response.headers_mut(), false);
+            match deadline {
+                None => response.map(|b| b.map_err(BoxError::from).boxed_unsync()),
+                Some(Deadline { at, after }) => {
+                    response.map(|b| DeadlineBody::new(b, at, after).boxed_unsync())
+                }
+            }
+        }
     }
 }

@@ -231,7 +231,11 @@ fn resolve_context(ctx: KubeconfigContext) -> Result<ResolvedUpstream, UpstreamC
     };
     let credential = match (ctx.token, ctx.token_file) {
         (Some(token), _) => Credential::Token(token),
-        (None, Some(file)) => Credential::TokenFile(file),
+        (None, Some(file)) => {
+            // Read once now so that a wrong path fails at start, not at the first request.
+            read_bounded(&file)?;
+            Credential::TokenFile(file)
+        }
         (None, None) => Credential::None,
     };
     Ok(ResolvedUpstream {

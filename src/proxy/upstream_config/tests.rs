@@ -151,6 +151,15 @@ fn refuses_unusable_configurations() {
             },
             "missing.crt",
         ),
+        (
+            UpstreamConfig {
+                upstream: Some("https://x".into()),
+                ca_file: Some(pki.path("ca.crt")),
+                token_file: Some(pki.path("no-token")),
+                ..UpstreamConfig::default()
+            },
+            "no-token",
+        ),
     ];
     for (config, want) in cases {
         let err = config.resolve_with(&no_cluster()).expect_err(want);
