@@ -10,8 +10,8 @@ use bytes::Bytes;
 use http::{Request, StatusCode};
 use kube_apf_proxy::auth::Identity;
 use kube_apf_proxy::proxy::{
-    ForgeableHeaders, Forwarder, ForwarderConfig, IdentityForwarding, UpstreamClient,
-    UpstreamConfig,
+    ForgeableHeaders, Forwarder, ForwarderConfig, IdentityForwarding, TokenReviewTransport,
+    TransportError, UpstreamClient, UpstreamConfig,
 };
 use support::fake_apiserver::{FakeApiserver, FakeOptions, FakeTls};
 use support::pki::TestCa;
@@ -115,4 +115,22 @@ async fn a_server_certificate_from_another_ca_is_refused_with_a_503_status() {
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(body["reason"], "ServiceUnavailable");
     assert!(fake.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_token_review_that_cannot_connect_is_a_retryable_connection_error() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    let resolved = UpstreamConfig {
+        upstream: Some(format!("http://{addr}")),
+        ..UpstreamConfig::default()
+    }
+    .resolve()
+    .expect("resolve");
+    let client = UpstreamClient::new(resolved).expect("client");
+    let got = client.review(Bytes::from_static(b"{}")).await;
+    assert!(matches!(got, Err(TransportError::Connection(_))), "{got:?}");
 }
