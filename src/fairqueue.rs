@@ -4,7 +4,11 @@
 //! `apf_controller.go`. The queue set and the allocations are sans-I/O (time is passed in); the
 //! async admission wraps them for tokio.
 
+pub mod borrowing;
+pub mod limits;
+pub mod retry_after;
 pub mod shuffle_sharding;
+pub mod work_estimate;
 
 use std::time::Duration;
 

@@ -12,3 +12,4 @@ pub mod config;
 pub mod fairqueue;
 pub mod proxy;
 pub mod request_info;
+pub mod server;

@@ -5,19 +5,29 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use kube_apf_proxy::cli;
+use kube_apf_proxy::server::ServeOptions;
 
 /// Kubernetes API Priority and Fairness, enforced by a reverse proxy in front of kube-apiserver.
+///
+/// Without a subcommand it serves, taking the `serve` flags directly.
 #[derive(Debug, Parser)]
-#[command(name = "kube-apf-proxy", version, about)]
+#[command(
+    name = "kube-apf-proxy",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeOptions,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the proxy (the default command).
-    Serve,
+    Serve(Box<ServeOptions>),
     /// Load and validate a configuration directory: exit 0 when valid, 1 with one line per problem.
     Check {
         /// The configuration directory (.yaml, .yml, .json files).
@@ -70,8 +80,8 @@ struct ClassifyArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => cli::serve(),
+    let result = match cli.command.unwrap_or(Command::Serve(Box::new(cli.serve))) {
+        Command::Serve(opts) => cli::serve(*opts),
         Command::Check { config_dir } => cli::check(&config_dir),
         Command::Config {
             command: ConfigCommand::Dump { config_dir },
@@ -98,5 +108,49 @@ fn main() -> ExitCode {
             eprintln!("error: {err:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Command};
+
+    fn serve_port(args: &[&str]) -> u16 {
+        let cli = Cli::try_parse_from(args).expect("parses");
+        match cli.command.unwrap_or(Command::Serve(Box::new(cli.serve))) {
+            Command::Serve(opts) => opts.secure_port,
+            other => panic!("expected serve, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn serve_flags_work_with_and_without_the_subcommand() {
+        let cases: &[(&[&str], u16)] = &[
+            (&["kube-apf-proxy"], 8443),
+            (&["kube-apf-proxy", "--secure-port", "9443"], 9443),
+            (&["kube-apf-proxy", "serve"], 8443),
+            (&["kube-apf-proxy", "serve", "--secure-port=9444"], 9444),
+        ];
+        for (args, port) in cases {
+            assert_eq!(serve_port(args), *port, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn other_subcommands_still_parse_and_refuse_serve_flags() {
+        let cli =
+            Cli::try_parse_from(["kube-apf-proxy", "check", "--config-dir", "d"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Check { .. })));
+        let mixed = [
+            "kube-apf-proxy",
+            "--secure-port",
+            "1",
+            "check",
+            "--config-dir",
+            "d",
+        ];
+        assert!(Cli::try_parse_from(mixed).is_err());
     }
 }

@@ -1,0 +1,274 @@
+//! Listeners: the secure proxy port (TLS, HTTP/1.1 and HTTP/2) and the plain-HTTP admin port.
+//!
+//! The one seam to the request pipeline is [`run`] (or [`run_with`] / [`start`] with
+//! [`ServeParts`]): it takes the serve flags and a [`Handler`], which gets every request with a
+//! [`ConnectionInfo`] in its extensions and must always answer (errors become responses in the
+//! handler; the server never writes one itself, except hyper's own 400/431, without a body, for
+//! unparseable or oversized HTTP/1 heads). [`SecureServer`] and [`AdminServer`] are the building
+//! blocks, usable alone in tests.
+
+mod admin;
+mod duration;
+mod listener;
+mod logging;
+mod options;
+mod shutdown;
+pub mod tls;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use http::{Request, Response};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use rustls_pki_types::CertificateDer;
+
+pub use admin::{not_found, AdminRoutes, AdminServer, ReadyFlag};
+pub use duration::{format_duration, parse_duration, DurationError};
+pub use listener::{ConnectionLimits, SecureServer, ServerStats};
+pub use logging::{init_logging, verbosity_filter, LoggingError};
+pub use options::{
+    parse_upstream_url, IdentityForwarding, LogFormat, ServeOptions, UpstreamUrlError,
+};
+pub use shutdown::{shutdown_channel, ShutdownSignal, ShutdownTrigger};
+pub use tls::{build_server_tls, load_client_ca_roots, ServerTls, TlsError, TlsSettings};
+
+/// A boxed error, as bodies and services carry them.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body of every response the server writes (the same definition as `proxy::ProxyBody`).
+pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// A body of one in-memory chunk.
+pub fn full_body(bytes: impl Into<Bytes>) -> ProxyBody {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+/// Who is on the other end of a connection; in the extensions of every request.
+#[derive(Debug, Clone)]
+pub struct ConnectionInfo {
+    /// The client's address.
+    pub remote_addr: SocketAddr,
+    /// The client's certificate chain, leaf first, verified at the handshake against the client
+    /// CAs; `None` when the client presented none.
+    pub peer_certificates: Option<Arc<Vec<CertificateDer<'static>>>>,
+}
+
+/// Answers requests. Implemented for every `Fn(Request<Incoming>) -> impl Future<Output =
+/// Response<ProxyBody>>`, so a closure is a handler.
+pub trait Handler: Send + Sync + 'static {
+    /// Answers one request; infallible: failures are responses too.
+    fn handle(&self, request: Request<Incoming>) -> BoxFuture<'static, Response<ProxyBody>>;
+}
+
+impl<F, Fut> Handler for F
+where
+    F: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
+{
+    fn handle(&self, request: Request<Incoming>) -> BoxFuture<'static, Response<ProxyBody>> {
+        Box::pin(self(request))
+    }
+}
+
+/// Why serving could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// An address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The reason.
+        source: std::io::Error,
+    },
+    /// The TLS configuration is unusable.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
+/// What the pipeline hands the server beside the flags.
+#[derive(Clone)]
+pub struct ServeParts {
+    /// Answers every request on the secure port.
+    pub handler: Arc<dyn Handler>,
+    /// Roots for client certificates (the authenticator's `client_ca_roots()`); `None`: read
+    /// `--client-ca-file` and `--requestheader-client-ca-file` here.
+    pub client_ca_roots: Option<Vec<CertificateDer<'static>>>,
+    /// Admin paths other than the health endpoints (`/metrics`, `/debug/...`).
+    pub admin_routes: Option<Arc<dyn Handler>>,
+    /// Readiness; `/readyz` fails while it is false and from the moment shutdown starts.
+    pub ready: ReadyFlag,
+}
+
+impl ServeParts {
+    /// Just a handler: client CAs from the flags, health endpoints only, ready at once.
+    pub fn new(handler: Arc<dyn Handler>) -> Self {
+        Self {
+            handler,
+            client_ca_roots: None,
+            admin_routes: None,
+            ready: ReadyFlag::new(true),
+        }
+    }
+}
+
+/// Serves until SIGTERM or Ctrl-C. See [`run_with`].
+pub async fn run(opts: ServeOptions, handler: Arc<dyn Handler>) -> Result<(), ServerError> {
+    run_with(opts, ServeParts::new(handler)).await
+}
+
+/// Serves the secure and admin listeners until SIGTERM or Ctrl-C, then shuts down as
+/// [`Running::terminate`] describes.
+pub async fn run_with(opts: ServeOptions, parts: ServeParts) -> Result<(), ServerError> {
+    let running = start(opts, parts).await?;
+    // The listeners only stop after termination, so there is nothing else to wait for.
+    wait_for_termination().await;
+    running.terminate();
+    running.wait().await;
+    tracing::info!("Stopped");
+    Ok(())
+}
+
+/// Binds both listeners and starts serving them in the background.
+pub async fn start(opts: ServeOptions, parts: ServeParts) -> Result<Running, ServerError> {
+    let mut settings = TlsSettings::from_options(&opts);
+    settings.client_ca_roots = match parts.client_ca_roots {
+        Some(roots) => roots,
+        None => load_client_ca_roots(&opts)?,
+    };
+    let tls = build_server_tls(&settings)?;
+    let server = SecureServer::bind(
+        opts.secure_address(),
+        tls.config.clone(),
+        ConnectionLimits::from_options(&opts),
+    )
+    .await?;
+    let routes = AdminRoutes {
+        ready: parts.ready.clone(),
+        other: parts.admin_routes,
+    };
+    let admin = AdminServer::bind(opts.admin_address, routes).await?;
+    let (terminate, termination) = shutdown_channel();
+    let secure_addr = server.local_addr();
+    let admin_addr = admin.local_addr();
+    let lifecycle = Lifecycle {
+        ready: parts.ready,
+        delay: opts.shutdown_delay_duration,
+        termination,
+    };
+    let task = tokio::spawn(lifecycle.serve(server, parts.handler, admin));
+    Ok(Running {
+        secure_addr,
+        admin_addr,
+        tls,
+        terminate,
+        task,
+    })
+}
+
+/// Listeners serving in the background. Dropping it terminates them (see [`Running::terminate`]).
+#[derive(Debug)]
+pub struct Running {
+    secure_addr: SocketAddr,
+    admin_addr: SocketAddr,
+    tls: ServerTls,
+    terminate: ShutdownTrigger,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// The secure listener's address.
+    pub fn secure_addr(&self) -> SocketAddr {
+        self.secure_addr
+    }
+
+    /// The admin listener's address.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// The TLS configuration in use (its `cert` cell reloads the serving certificate; its
+    /// `self_signed_cert` is what clients trust when no certificate file was given).
+    pub fn tls(&self) -> &ServerTls {
+        &self.tls
+    }
+
+    /// Starts shutdown as the apiserver does on SIGTERM: `/readyz` fails at once, requests are
+    /// still served for `--shutdown-delay-duration`, then the secure listener closes and
+    /// in-flight requests get `--shutdown-grace-period` to finish; the admin listener goes last.
+    pub fn terminate(&self) {
+        self.terminate.trigger();
+    }
+
+    /// Waits until both listeners have stopped.
+    pub async fn wait(self) {
+        if let Err(err) = self.task.await {
+            tracing::error!(error = %err, "The server task failed");
+        }
+    }
+}
+
+/// The shutdown sequence around the two listeners.
+struct Lifecycle {
+    ready: ReadyFlag,
+    delay: std::time::Duration,
+    termination: ShutdownSignal,
+}
+
+impl Lifecycle {
+    async fn serve(self, server: SecureServer, handler: Arc<dyn Handler>, admin: AdminServer) {
+        let (admin_trigger, admin_signal) = shutdown_channel();
+        let admin_task = tokio::spawn(admin.serve(admin_signal));
+        let (trigger, signal) = shutdown_channel();
+        let Self {
+            ready,
+            delay,
+            mut termination,
+        } = self;
+        tokio::spawn(async move {
+            termination.triggered().await;
+            ready.set(false);
+            tracing::info!(delay = %format_duration(delay), "Shutdown requested; /readyz now fails");
+            tokio::time::sleep(delay).await;
+            trigger.trigger();
+        });
+        server.serve(handler, signal).await;
+        admin_trigger.trigger();
+        let _ = admin_task.await;
+    }
+}
+
+/// Completes on SIGTERM or SIGINT (Ctrl-C).
+async fn wait_for_termination() {
+    let ctrl_c = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %err, "Cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut sigterm) => {
+                sigterm.recv().await;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "Cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

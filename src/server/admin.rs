@@ -1,0 +1,257 @@
+//! The admin listener (`--admin-address`, plain HTTP): `/healthz`, `/livez`, `/readyz`, and a
+//! seam for `/metrics` and the `/debug/api_priority_and_fairness/*` endpoints.
+//!
+//! Mirrors the apiserver's `pkg/server/healthz/healthz.go` output: `ok` on success; with
+//! `?verbose`, one `[+]check ok` line per check and `<path> check passed`; on failure, 500 with
+//! `[-]check failed: reason withheld` lines and `<path> check failed`. The only checks are `ping`
+//! and, for `/readyz`, `shutdown` (failing once shutdown starts or while the caller says not ready);
+//! each is also served alone, as `/healthz/ping` or `/readyz/shutdown`.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+use super::shutdown::ShutdownSignal;
+use super::{full_body, Handler, ProxyBody, ServerError};
+
+/// Whether `/readyz` passes; shared between the admin listener and whoever decides readiness.
+#[derive(Debug, Clone)]
+pub struct ReadyFlag(Arc<AtomicBool>);
+
+impl ReadyFlag {
+    /// A flag with the given initial state.
+    pub fn new(ready: bool) -> Self {
+        Self(Arc::new(AtomicBool::new(ready)))
+    }
+
+    /// Sets readiness.
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::Relaxed);
+    }
+
+    /// Whether `/readyz` passes now.
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// What the admin listener serves.
+#[derive(Clone)]
+pub struct AdminRoutes {
+    /// The readiness behind `/readyz`.
+    pub ready: ReadyFlag,
+    /// Every path other than the health endpoints (`/metrics`, `/debug/...`); it answers 404
+    /// itself for paths it does not know. Without it such paths get a 404 Status.
+    pub other: Option<Arc<dyn Handler>>,
+}
+
+impl std::fmt::Debug for AdminRoutes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminRoutes")
+            .field("ready", &self.ready)
+            .field("other", &self.other.is_some())
+            .finish()
+    }
+}
+
+impl AdminRoutes {
+    /// Health endpoints only.
+    pub fn new(ready: ReadyFlag) -> Self {
+        Self { ready, other: None }
+    }
+
+    /// Answers one admin request.
+    pub async fn handle(&self, request: Request<Incoming>) -> Response<ProxyBody> {
+        let verbose = request.uri().query().is_some_and(|q| {
+            q.split('&')
+                .any(|p| p == "verbose" || p.starts_with("verbose="))
+        });
+        let path = request.uri().path();
+        let (endpoint, check) = match path.split_once('/').map(|(_, p)| p.split_once('/')) {
+            Some(Some((endpoint, check))) => (endpoint, Some(check)),
+            _ => (path.trim_start_matches('/'), None),
+        };
+        let checks = match endpoint {
+            "healthz" | "livez" => vec![("ping", true)],
+            "readyz" => vec![("ping", true), ("shutdown", self.ready.is_ready())],
+            _ => Vec::new(),
+        };
+        match check {
+            _ if checks.is_empty() => {}
+            None => return health(endpoint, &checks, verbose),
+            Some(name) => {
+                if let Some((_, ok)) = checks.iter().find(|(n, _)| *n == name) {
+                    return single_check(name, *ok);
+                }
+            }
+        }
+        match &self.other {
+            Some(other) => other.handle(request).await,
+            None => not_found(),
+        }
+    }
+}
+
+/// `/<endpoint>/<check>`: one check alone, as the apiserver serves it.
+fn single_check(name: &str, passed: bool) -> Response<ProxyBody> {
+    if passed {
+        text(StatusCode::OK, "ok".to_owned())
+    } else {
+        text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("internal server error: {name} check failed\n"),
+        )
+    }
+}
+
+/// A health endpoint's answer for the given `(check, passed)` list.
+fn health(path: &str, checks: &[(&str, bool)], verbose: bool) -> Response<ProxyBody> {
+    let passed = checks.iter().all(|(_, ok)| *ok);
+    if passed && !verbose {
+        return text(StatusCode::OK, "ok".to_owned());
+    }
+    let mut body = String::new();
+    for (name, ok) in checks {
+        if *ok {
+            if verbose {
+                body.push_str(&format!("[+]{name} ok\n"));
+            }
+        } else {
+            body.push_str(&format!("[-]{name} failed: reason withheld\n"));
+        }
+    }
+    if passed {
+        body.push_str(&format!("{path} check passed\n"));
+        text(StatusCode::OK, body)
+    } else {
+        // Go's http.Error appends a newline.
+        body.push_str(&format!("{path} check failed\n"));
+        text(StatusCode::INTERNAL_SERVER_ERROR, body)
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<ProxyBody> {
+    let mut response = Response::new(full_body(Bytes::from(body)));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    response
+}
+
+/// The apiserver's 404: a `Status` with reason `NotFound`.
+pub fn not_found() -> Response<ProxyBody> {
+    let status = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "the server could not find the requested resource",
+        "reason": "NotFound",
+        "details": {},
+        "code": 404,
+    });
+    let mut response = Response::new(full_body(Bytes::from(status.to_string())));
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// How long admin clients have to send headers; the endpoints are cheap, so this is short.
+const ADMIN_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long admin connections may take to finish after shutdown.
+const ADMIN_GRACE_PERIOD: Duration = Duration::from_secs(5);
+
+/// A bound admin listener.
+#[derive(Debug)]
+pub struct AdminServer {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    routes: Arc<AdminRoutes>,
+}
+
+impl AdminServer {
+    /// Binds `addr` (port 0 picks a free port).
+    pub async fn bind(addr: SocketAddr, routes: AdminRoutes) -> Result<Self, ServerError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServerError::Bind { addr, source })?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| ServerError::Bind { addr, source })?;
+        Ok(Self {
+            listener,
+            local_addr,
+            routes: Arc::new(routes),
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Serves HTTP/1.1 until `shutdown`, then lets open requests finish for a few seconds.
+    pub async fn serve(self, mut shutdown: ShutdownSignal) {
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(ADMIN_HEADER_READ_TIMEOUT);
+        let mut connections = JoinSet::new();
+        tracing::info!(address = %self.local_addr, "Serving admin endpoints");
+        loop {
+            let (stream, _) = tokio::select! {
+                biased;
+                () = shutdown.triggered() => break,
+                Some(_) = connections.join_next() => continue,
+                accepted = self.listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "Accepting an admin connection failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+            };
+            let routes = self.routes.clone();
+            let conn = builder.serve_connection(
+                TokioIo::new(stream),
+                hyper::service::service_fn(move |request| {
+                    let routes = routes.clone();
+                    async move { Ok::<_, std::convert::Infallible>(routes.handle(request).await) }
+                }),
+            );
+            let mut signal = shutdown.clone();
+            connections.spawn(async move {
+                tokio::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => return,
+                    () = signal.triggered() => conn.as_mut().graceful_shutdown(),
+                }
+                let _ = conn.await;
+            });
+        }
+        drop(self.listener);
+        let drained = tokio::time::timeout(ADMIN_GRACE_PERIOD, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            connections.shutdown().await;
+        }
+    }
+}

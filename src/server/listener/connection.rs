@@ -1,0 +1,272 @@
+//! One client connection: TLS handshake, protocol by ALPN, request tracking, idle and graceful
+//! shutdown.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use http::{Request, Response};
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+
+use super::{ConnectionLimits, ServerStats};
+use crate::server::shutdown::ShutdownSignal;
+use crate::server::{BoxError, ConnectionInfo, Handler, ProxyBody};
+
+/// What every connection of one listener shares.
+pub(super) struct Context {
+    acceptor: TlsAcceptor,
+    handler: Arc<dyn Handler>,
+    pub(super) limits: ConnectionLimits,
+    pub(super) stats: Arc<ServerStats>,
+    builders: Builders,
+}
+
+impl Context {
+    pub(super) fn new(
+        acceptor: TlsAcceptor,
+        handler: Arc<dyn Handler>,
+        limits: ConnectionLimits,
+        stats: Arc<ServerStats>,
+    ) -> Self {
+        let builders = Builders::new(&limits);
+        Self {
+            acceptor,
+            handler,
+            limits,
+            stats,
+            builders,
+        }
+    }
+}
+
+/// Serves one accepted TCP connection to its end; never panics on client misbehaviour.
+pub(super) async fn serve(
+    ctx: Arc<Context>,
+    stream: TcpStream,
+    remote_addr: SocketAddr,
+    mut shutdown: ShutdownSignal,
+) {
+    let _active = ActiveConnection::enter(&ctx.stats);
+    let _ = stream.set_nodelay(true);
+    let handshake = tokio::time::timeout(
+        ctx.limits.tls_handshake_timeout,
+        ctx.acceptor.accept(stream),
+    );
+    let tls = tokio::select! {
+        () = shutdown.triggered() => return,
+        result = handshake => match result {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(err)) => return handshake_failed(&ctx, &err.to_string()),
+            Err(_elapsed) => return handshake_failed(&ctx, "timed out"),
+        },
+    };
+    let session = tls.get_ref().1;
+    let info = ConnectionInfo {
+        remote_addr,
+        peer_certificates: session.peer_certificates().map(|c| Arc::new(c.to_vec())),
+    };
+    tracing::debug!(
+        alpn = session.alpn_protocol().map(String::from_utf8_lossy).as_deref(),
+        tls_version = ?session.protocol_version(),
+        client_certificate = info.peer_certificates.is_some(),
+        "TLS established"
+    );
+    let builder = ctx.builders.for_alpn(session.alpn_protocol());
+    let (in_flight_tx, in_flight_rx) = watch::channel(0usize);
+    let service = ConnectionService {
+        handler: ctx.handler.clone(),
+        info,
+        in_flight: Arc::new(in_flight_tx),
+    };
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+    tokio::pin!(conn);
+    let idle = idle(in_flight_rx, ctx.limits.idle_timeout);
+    tokio::pin!(idle);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(err) = result {
+                    tracing::debug!(error = %err, "Connection ended with an error");
+                }
+                return;
+            }
+            () = shutdown.triggered(), if !closing => {
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            () = &mut idle, if !closing => {
+                closing = true;
+                tracing::debug!("Closing an idle connection");
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+fn handshake_failed(ctx: &Context, error: &str) {
+    ctx.stats
+        .tls_handshake_errors
+        .fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(error, "TLS handshake failed");
+}
+
+/// Completes once no request has been in flight for `timeout`.
+async fn idle(mut in_flight: watch::Receiver<usize>, timeout: Duration) {
+    loop {
+        let idle_now = *in_flight.borrow_and_update() == 0;
+        if idle_now {
+            tokio::select! {
+                () = tokio::time::sleep(timeout) => return,
+                changed = in_flight.changed() => if changed.is_err() { return },
+            }
+        } else if in_flight.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The three protocol configurations: by ALPN, or sniffed when the client offered none.
+struct Builders {
+    sniff: auto::Builder<TokioExecutor>,
+    http1: auto::Builder<TokioExecutor>,
+    http2: auto::Builder<TokioExecutor>,
+}
+
+impl Builders {
+    fn new(limits: &ConnectionLimits) -> Self {
+        let mut sniff = auto::Builder::new(TokioExecutor::new());
+        sniff
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            .max_buf_size(limits.max_header_bytes.max(8192))
+            .max_headers(limits.max_headers)
+            .keep_alive(true);
+        let connection_window = limits
+            .http2_max_frame_size
+            .saturating_mul(limits.http2_max_concurrent_streams.max(1))
+            .min(i32::MAX as u32);
+        sniff
+            .http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(limits.http2_max_concurrent_streams)
+            .max_header_list_size(limits.http2_max_header_list_size)
+            .max_frame_size(limits.http2_max_frame_size)
+            .initial_stream_window_size(limits.http2_max_frame_size)
+            .initial_connection_window_size(connection_window)
+            .max_pending_accept_reset_streams(limits.http2_max_pending_accept_reset_streams)
+            .max_local_error_reset_streams(limits.http2_max_local_error_reset_streams)
+            .keep_alive_interval(limits.http2_keep_alive_interval)
+            .keep_alive_timeout(limits.http2_keep_alive_timeout);
+        Self {
+            http1: sniff.clone().http1_only(),
+            http2: sniff.clone().http2_only(),
+            sniff,
+        }
+    }
+
+    fn for_alpn(&self, alpn: Option<&[u8]>) -> &auto::Builder<TokioExecutor> {
+        match alpn {
+            Some(b"h2") => &self.http2,
+            Some(b"http/1.1") => &self.http1,
+            _ => &self.sniff,
+        }
+    }
+}
+
+/// Counts a connection as active while it lives.
+struct ActiveConnection<'a>(&'a ServerStats);
+
+impl<'a> ActiveConnection<'a> {
+    fn enter(stats: &'a ServerStats) -> Self {
+        stats.active.fetch_add(1, Ordering::Relaxed);
+        Self(stats)
+    }
+}
+
+impl Drop for ActiveConnection<'_> {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The per-connection hyper service: adds `ConnectionInfo`, tracks requests in flight.
+struct ConnectionService {
+    handler: Arc<dyn Handler>,
+    info: ConnectionInfo,
+    in_flight: Arc<watch::Sender<usize>>,
+}
+
+impl hyper::service::Service<Request<Incoming>> for ConnectionService {
+    type Response = Response<TrackedBody>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
+
+    fn call(&self, mut request: Request<Incoming>) -> Self::Future {
+        request.extensions_mut().insert(self.info.clone());
+        let guard = InFlight::enter(self.in_flight.clone());
+        let response = self.handler.handle(request);
+        Box::pin(async move {
+            let response = response.await;
+            Ok(response.map(|inner| TrackedBody {
+                inner,
+                _guard: guard,
+            }))
+        })
+    }
+}
+
+/// One request in flight: from the call until its response body is finished or dropped.
+struct InFlight(Arc<watch::Sender<usize>>);
+
+impl InFlight {
+    fn enter(counter: Arc<watch::Sender<usize>>) -> Self {
+        counter.send_modify(|n| *n += 1);
+        Self(counter)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// A response body that keeps its request counted as in flight.
+struct TrackedBody {
+    inner: ProxyBody,
+    _guard: InFlight,
+}
+
+impl Body for TrackedBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,285 @@
+//! `kube-apf-proxy serve` flags, with kube-apiserver's names and defaults where one exists.
+//!
+//! Mirrors `pkg/server/options/{secure_serving,authentication,server_run_options}.go`. List flags
+//! take comma-separated values and may repeat, like pflag's `StringSlice`; boolean flags take
+//! `--flag` or `--flag=false`, like Go's `flag` package; durations are written as Go writes them.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Args, Parser, ValueEnum};
+
+use super::duration::parse_duration;
+use super::tls::{TlsCipherSuite, TlsMinVersion};
+
+/// Every flag of `kube-apf-proxy serve` (also accepted with no subcommand).
+#[derive(Debug, Clone, Args)]
+pub struct ServeOptions {
+    // === Listening ===
+    /// The IP address on which to listen for --secure-port (all interfaces by default, as
+    /// kube-apiserver; use 127.0.0.1 to serve only this machine).
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::UNSPECIFIED), help_heading = "Listening")]
+    pub bind_address: IpAddr,
+
+    /// The port on which to serve HTTPS (0 picks a free port; kube-apiserver would not serve).
+    #[arg(long, default_value_t = 8443, help_heading = "Listening")]
+    pub secure_port: u16,
+
+    /// PEM file with the serving certificate (then its chain). Without it and
+    /// --tls-private-key-file, a self-signed certificate is generated at start.
+    #[arg(long, requires = "tls_private_key_file", help_heading = "Listening")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// PEM file with the serving certificate's private key (PKCS#8, PKCS#1 RSA or SEC1 EC).
+    #[arg(long, requires = "tls_cert_file", help_heading = "Listening")]
+    pub tls_private_key_file: Option<PathBuf>,
+
+    /// Minimum TLS version: VersionTLS12 or VersionTLS13.
+    #[arg(long, default_value = "VersionTLS12", value_parser = TlsMinVersion::parse,
+          help_heading = "Listening")]
+    pub tls_min_version: TlsMinVersion,
+
+    /// Comma-separated TLS 1.2 cipher suites (IANA names as kube-apiserver takes them); TLS 1.3
+    /// suites are always enabled, as in Go. Empty: all supported suites.
+    #[arg(long, value_delimiter = ',', value_parser = TlsCipherSuite::parse,
+          help_heading = "Listening")]
+    pub tls_cipher_suites: Vec<TlsCipherSuite>,
+
+    /// The maximum number of concurrent HTTP/2 streams a client may open per connection
+    /// (0: 100, as kube-apiserver).
+    #[arg(long, default_value_t = 0, help_heading = "Listening")]
+    pub http2_max_streams_per_connection: u32,
+
+    // === Authentication ===
+    /// PEM bundle of CAs whose client certificates authenticate as their CommonName/Organizations.
+    #[arg(long, help_heading = "Authentication")]
+    pub client_ca_file: Option<PathBuf>,
+
+    /// Static bearer tokens, in kube-apiserver's CSV format (token,user,uid,"group1,group2").
+    #[arg(long, help_heading = "Authentication")]
+    pub token_auth_file: Option<PathBuf>,
+
+    /// Authenticate bearer tokens with a TokenReview against the upstream.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", help_heading = "Authentication")]
+    pub authentication_token_webhook: bool,
+
+    /// How long to cache TokenReview answers.
+    #[arg(long, default_value = "2m", value_parser = parse_duration, help_heading = "Authentication")]
+    pub authentication_token_webhook_cache_ttl: Duration,
+
+    /// PEM bundle of CAs for front-proxy client certificates, before trusting the
+    /// --requestheader-username-headers.
+    #[arg(long, help_heading = "Authentication")]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+
+    /// Client certificate common names allowed to send identity headers (empty: any certificate
+    /// signed by --requestheader-client-ca-file).
+    #[arg(long, value_delimiter = ',', help_heading = "Authentication")]
+    pub requestheader_allowed_names: Vec<String>,
+
+    /// Request headers to inspect for the user name (X-Remote-User is common).
+    #[arg(long, value_delimiter = ',', help_heading = "Authentication")]
+    pub requestheader_username_headers: Vec<String>,
+
+    /// Request headers to inspect for the UID (X-Remote-Uid is suggested).
+    #[arg(long, value_delimiter = ',', help_heading = "Authentication")]
+    pub requestheader_uid_headers: Vec<String>,
+
+    /// Request headers to inspect for groups (X-Remote-Group is suggested).
+    #[arg(long, value_delimiter = ',', help_heading = "Authentication")]
+    pub requestheader_group_headers: Vec<String>,
+
+    /// Request header prefixes to inspect for extra attributes (X-Remote-Extra- is suggested).
+    #[arg(long, value_delimiter = ',', help_heading = "Authentication")]
+    pub requestheader_extra_headers_prefix: Vec<String>,
+
+    /// Treat requests that no other method authenticates as system:anonymous.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", help_heading = "Authentication")]
+    pub anonymous_auth: bool,
+
+    // === Upstream ===
+    /// The kube-apiserver to forward to: an https:// or http:// URL.
+    #[arg(long, value_parser = parse_upstream_url, help_heading = "Upstream")]
+    pub upstream: Option<http::Uri>,
+
+    /// PEM bundle of CAs that verify the upstream's serving certificate.
+    #[arg(long, help_heading = "Upstream")]
+    pub upstream_ca_file: Option<PathBuf>,
+
+    /// PEM client certificate presented to the upstream.
+    #[arg(long, requires = "upstream_client_key_file", help_heading = "Upstream")]
+    pub upstream_client_cert_file: Option<PathBuf>,
+
+    /// PEM private key of --upstream-client-cert-file.
+    #[arg(
+        long,
+        requires = "upstream_client_cert_file",
+        help_heading = "Upstream"
+    )]
+    pub upstream_client_key_file: Option<PathBuf>,
+
+    /// File with a bearer token the proxy presents to the upstream.
+    #[arg(long, help_heading = "Upstream")]
+    pub upstream_token_file: Option<PathBuf>,
+
+    /// A kubeconfig file for the upstream (server, CA and credentials of its current context).
+    #[arg(long, help_heading = "Upstream")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// How the caller's identity reaches the upstream.
+    #[arg(long, value_enum, default_value_t = IdentityForwarding::Passthrough,
+          help_heading = "Upstream")]
+    pub identity_forwarding: IdentityForwarding,
+
+    // === Flow control ===
+    /// The configuration directory (FlowSchemas, PriorityLevelConfigurations); the embedded
+    /// default configuration without it.
+    #[arg(long, help_heading = "Flow control")]
+    pub config_dir: Option<PathBuf>,
+
+    /// Summed with --max-mutating-requests-inflight into the server's total concurrency limit.
+    #[arg(long, default_value_t = 400, help_heading = "Flow control")]
+    pub max_requests_inflight: u32,
+
+    /// Summed with --max-requests-inflight into the server's total concurrency limit.
+    #[arg(long, default_value_t = 200, help_heading = "Flow control")]
+    pub max_mutating_requests_inflight: u32,
+
+    /// How long a request may run (and wait in its queue) before it is timed out.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, help_heading = "Flow control")]
+    pub request_timeout: Duration,
+
+    // === Operations ===
+    /// Plain-HTTP address for /metrics, /healthz, /livez, /readyz and /debug endpoints.
+    #[arg(long, default_value = "127.0.0.1:8081", help_heading = "Operations")]
+    pub admin_address: SocketAddr,
+
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, help_heading = "Operations")]
+    pub log_format: LogFormat,
+
+    /// Log verbosity: 0 info, 1 debug, 2 and more trace (`-v=1`, `-v 2`); RUST_LOG overrides it.
+    #[arg(
+        short = 'v',
+        long = "v",
+        default_value_t = 0,
+        value_name = "LEVEL",
+        help_heading = "Operations"
+    )]
+    pub verbosity: u8,
+
+    /// After SIGTERM, keep serving this long with /readyz failing, so load balancers drain us.
+    #[arg(long, default_value = "0s", value_parser = parse_duration, help_heading = "Operations")]
+    pub shutdown_delay_duration: Duration,
+
+    /// After the delay, how long in-flight requests may take to finish before connections are
+    /// closed (kube-apiserver uses its --request-timeout, 60s).
+    #[arg(long, default_value = "60s", value_parser = parse_duration, help_heading = "Operations")]
+    pub shutdown_grace_period: Duration,
+}
+
+/// How the caller's identity is forwarded to the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IdentityForwarding {
+    /// Forward the caller's own bearer token; the upstream authenticates it again. The default:
+    /// it needs no privileged proxy credential and can never widen anyone's access (a caller the
+    /// upstream does not accept fails with 401), at the cost of client-certificate callers.
+    Passthrough,
+    /// Authenticate as the proxy and add `Impersonate-*` headers (the proxy needs the
+    /// `impersonate` verb on users, groups, uids and userextras).
+    Impersonate,
+    /// Authenticate with a front-proxy client certificate and send `X-Remote-*` headers (the
+    /// upstream's --requestheader-* flags must trust it).
+    Requestheader,
+}
+
+/// The log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// kube-apiserver's default `MaxConcurrentStreams` when the flag is 0 (`secure_serving.go`).
+const DEFAULT_HTTP2_MAX_STREAMS: u32 = 100;
+
+impl ServeOptions {
+    /// The address the secure listener binds.
+    pub fn secure_address(&self) -> SocketAddr {
+        SocketAddr::new(self.bind_address, self.secure_port)
+    }
+
+    /// The server's total concurrency limit: the sum of the two inflight flags, as in the apiserver.
+    pub fn server_concurrency_limit(&self) -> u32 {
+        self.max_requests_inflight
+            .saturating_add(self.max_mutating_requests_inflight)
+    }
+
+    /// The HTTP/2 stream limit advertised to clients (the flag, or 100 when it is 0).
+    pub fn http2_max_streams(&self) -> u32 {
+        match self.http2_max_streams_per_connection {
+            0 => DEFAULT_HTTP2_MAX_STREAMS,
+            n => n,
+        }
+    }
+
+    /// Parses serve flags alone (without the program name), for tests and embedders.
+    pub fn try_parse_from<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let argv = std::iter::once("serve".into()).chain(args.into_iter().map(Into::into));
+        Ok(OptionsOnly::try_parse_from(argv)?.options)
+    }
+}
+
+impl Default for ServeOptions {
+    /// Every flag at its default.
+    fn default() -> Self {
+        Self::try_parse_from(Vec::<String>::new())
+            .expect("invariant: every serve flag has a valid default")
+    }
+}
+
+/// A parser for `ServeOptions` on their own.
+#[derive(Debug, Parser)]
+struct OptionsOnly {
+    #[command(flatten)]
+    options: ServeOptions,
+}
+
+/// Why an --upstream value is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamUrlError {
+    /// Not a URI at all.
+    #[error("invalid URL: {0}")]
+    Invalid(#[from] http::uri::InvalidUri),
+    /// A scheme other than http or https, or none.
+    #[error("the URL must start with https:// or http://")]
+    Scheme,
+    /// No host.
+    #[error("the URL has no host")]
+    NoHost,
+}
+
+/// Parses --upstream: an absolute `https://` or `http://` URL with a host.
+pub fn parse_upstream_url(value: &str) -> Result<http::Uri, UpstreamUrlError> {
+    let uri: http::Uri = value.parse()?;
+    match uri.scheme_str() {
+        Some("https") | Some("http") => {}
+        _ => return Err(UpstreamUrlError::Scheme),
+    }
+    if uri.host().map_or(true, str::is_empty) {
+        return Err(UpstreamUrlError::NoHost);
+    }
+    Ok(uri)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,229 @@
+//! The rustls server configuration: serving certificate (files or self-signed), minimum version,
+//! cipher suites, ALPN `h2` + `http/1.1`, and optional client-certificate verification.
+//!
+//! Mirrors `pkg/server/secure_serving.go` (`tlsConfig`). Where we differ: kube-apiserver requests a
+//! client certificate without verifying it at the handshake (`tls.RequestClientCert`) and lets its
+//! x509 authenticator reject an untrusted one with 401. We verify the chain at the handshake
+//! against the union of the client CAs (`--client-ca-file`, `--requestheader-client-ca-file`) and
+//! abort an untrusted one there, so `ConnectionInfo::peer_certificates` only ever holds a chain
+//! that one of those CAs signed. A client without a certificate still connects and may
+//! authenticate by token or as anonymous.
+
+mod certs;
+mod ciphers;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls::server::WebPkiClientVerifier;
+use rustls::RootCertStore;
+use rustls_pki_types::CertificateDer;
+
+pub use certs::{
+    fingerprint, host_name, load_certificates, load_certified_key, self_signed, CertSource,
+    ReloadableCert, SelfSigned,
+};
+pub use ciphers::{enabled_suites, TlsCipherSuite, TlsFlagError, TlsMinVersion};
+
+use super::options::ServeOptions;
+
+/// Why the TLS configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file could not be read or parsed.
+    #[error("{path}: cannot read {what}: {source}")]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// What was expected in it.
+        what: &'static str,
+        /// The reason.
+        source: rustls_pki_types::pem::Error,
+    },
+    /// A PEM file without a single certificate.
+    #[error("{0}: no certificate found")]
+    NoCertificates(PathBuf),
+    /// The key is unusable or does not belong to the certificate.
+    #[error("{cert_file} and {key_file}: {source}")]
+    KeyPair {
+        /// The certificate file.
+        cert_file: PathBuf,
+        /// The key file.
+        key_file: PathBuf,
+        /// The reason.
+        source: rustls::Error,
+    },
+    /// A client CA certificate rustls refuses as a trust anchor.
+    #[error("client CA certificate {index}: {source}")]
+    ClientCa {
+        /// Its position in the union of CA bundles.
+        index: usize,
+        /// The reason.
+        source: rustls::Error,
+    },
+    /// The client-certificate verifier could not be built.
+    #[error("client certificate verifier: {0}")]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+    /// Generating the self-signed certificate failed.
+    #[error("generating a self-signed certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    /// The generated key was refused.
+    #[error("self-signed certificate key: {0}")]
+    SelfSignedKey(rustls::Error),
+    /// The versions and cipher suites leave nothing to negotiate.
+    #[error("TLS versions and cipher suites: {0}")]
+    Protocol(rustls::Error),
+}
+
+/// The inputs of the server's TLS configuration.
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    /// Serving certificate chain; with `key_file`, or neither for a self-signed certificate.
+    pub cert_file: Option<PathBuf>,
+    /// Serving private key.
+    pub key_file: Option<PathBuf>,
+    /// Minimum protocol version.
+    pub min_version: TlsMinVersion,
+    /// TLS 1.2 cipher suites (empty: all).
+    pub cipher_suites: Vec<TlsCipherSuite>,
+    /// Trust anchors for client certificates; empty: no certificate is requested.
+    pub client_ca_roots: Vec<CertificateDer<'static>>,
+}
+
+impl TlsSettings {
+    /// The settings the serve flags give, with no client CAs (see [`load_client_ca_roots`]).
+    pub fn from_options(opts: &ServeOptions) -> Self {
+        Self {
+            cert_file: opts.tls_cert_file.clone(),
+            key_file: opts.tls_private_key_file.clone(),
+            min_version: opts.tls_min_version,
+            cipher_suites: opts.tls_cipher_suites.clone(),
+            client_ca_roots: Vec::new(),
+        }
+    }
+}
+
+/// The built configuration and the handles that outlive it.
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    /// For the acceptor.
+    pub config: Arc<rustls::ServerConfig>,
+    /// The certificate cell, for reloads.
+    pub cert: Arc<ReloadableCert>,
+    /// Where the certificate came from.
+    pub source: CertSource,
+    /// The self-signed certificate, when one was generated (for clients that want to trust it).
+    pub self_signed_cert: Option<CertificateDer<'static>>,
+    /// The provider the key was loaded with, for reloads.
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerTls {
+    /// Reads `--tls-cert-file` and `--tls-private-key-file` again and serves them to new
+    /// handshakes; established connections keep their certificate. On error the current
+    /// certificate stays. Returns whether anything was reloaded (nothing for a self-signed one).
+    pub fn reload(&self) -> Result<bool, TlsError> {
+        let CertSource::Files {
+            cert_file,
+            key_file,
+        } = &self.source
+        else {
+            return Ok(false);
+        };
+        let key = load_certified_key(cert_file, key_file, &self.provider)?;
+        if let Some(leaf) = key.cert.first() {
+            tracing::info!(cert_file = %cert_file.display(), sha256 = %fingerprint(leaf), "Serving certificate reloaded");
+        }
+        self.cert.replace(Arc::new(key));
+        Ok(true)
+    }
+}
+
+/// The protocols offered by ALPN, in preference order (kube-apiserver's `NextProtos`).
+pub const ALPN_PROTOCOLS: [&[u8]; 2] = [b"h2", b"http/1.1"];
+
+/// Builds the rustls server configuration and logs the serving certificate's fingerprint.
+pub fn build_server_tls(settings: &TlsSettings) -> Result<ServerTls, TlsError> {
+    let provider = Arc::new(CryptoProvider {
+        cipher_suites: enabled_suites(&settings.cipher_suites),
+        ..rustls::crypto::ring::default_provider()
+    });
+    let (key, source, self_signed_cert) = match (&settings.cert_file, &settings.key_file) {
+        (Some(cert_file), Some(key_file)) => {
+            let key = load_certified_key(cert_file, key_file, &provider)?;
+            let source = CertSource::Files {
+                cert_file: cert_file.clone(),
+                key_file: key_file.clone(),
+            };
+            (key, source, None)
+        }
+        _ => {
+            let generated = self_signed(host_name().as_slice(), &provider)?;
+            let source = CertSource::SelfSigned {
+                names: generated.names,
+            };
+            (generated.key, source, Some(generated.cert_der))
+        }
+    };
+    if let Some(leaf) = key.cert.first() {
+        tracing::info!(source = ?source, sha256 = %fingerprint(leaf), "Serving certificate loaded");
+    }
+    let cert = Arc::new(ReloadableCert::new(Arc::new(key)));
+    let verifier = client_verifier(&settings.client_ca_roots, &provider)?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(settings.min_version.protocol_versions())
+        .map_err(TlsError::Protocol)?
+        .with_client_cert_verifier(verifier)
+        .with_cert_resolver(cert.clone());
+    config.alpn_protocols = ALPN_PROTOCOLS.iter().map(|p| p.to_vec()).collect();
+    Ok(ServerTls {
+        config: Arc::new(config),
+        cert,
+        source,
+        self_signed_cert,
+        provider,
+    })
+}
+
+/// Optional client authentication: a certificate is verified when presented, never required.
+fn client_verifier(
+    roots: &[CertificateDer<'static>],
+    provider: &Arc<CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    if roots.is_empty() {
+        return Ok(WebPkiClientVerifier::no_client_auth());
+    }
+    let mut store = RootCertStore::empty();
+    for (index, root) in roots.iter().enumerate() {
+        store
+            .add(root.clone())
+            .map_err(|source| TlsError::ClientCa { index, source })?;
+    }
+    Ok(
+        WebPkiClientVerifier::builder_with_provider(Arc::new(store), provider.clone())
+            .allow_unauthenticated()
+            .build()?,
+    )
+}
+
+/// The union of `--client-ca-file` and `--requestheader-client-ca-file`, the roots the handshake
+/// verifies client certificates against. (The authenticator's `client_ca_roots()` gives the same
+/// set once it is wired in.)
+pub fn load_client_ca_roots(opts: &ServeOptions) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let mut roots = Vec::new();
+    for path in [&opts.client_ca_file, &opts.requestheader_client_ca_file]
+        .into_iter()
+        .flatten()
+    {
+        for cert in load_certificates(path)? {
+            if !roots.contains(&cert) {
+                roots.push(cert);
+            }
+        }
+    }
+    Ok(roots)
+}
+
+#[cfg(test)]
+mod tests;

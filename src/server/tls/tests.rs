@@ -1,0 +1,142 @@
+use rustls::crypto::ring::cipher_suite as ring;
+
+use super::{
+    build_server_tls, enabled_suites, fingerprint, load_certificates, TlsCipherSuite, TlsError,
+    TlsFlagError, TlsMinVersion, TlsSettings,
+};
+
+fn suites(names: &[&str]) -> Vec<TlsCipherSuite> {
+    names
+        .iter()
+        .map(|n| TlsCipherSuite::parse(n).expect("known suite"))
+        .collect()
+}
+
+#[test]
+fn cipher_suite_lists_restrict_tls12_and_keep_tls13_as_go_does() {
+    let tls13 = [
+        ring::TLS13_AES_128_GCM_SHA256,
+        ring::TLS13_AES_256_GCM_SHA384,
+        ring::TLS13_CHACHA20_POLY1305_SHA256,
+    ];
+    let cases: Vec<(Vec<&str>, Vec<rustls::SupportedCipherSuite>)> = vec![
+        (
+            vec!["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"],
+            vec![ring::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256],
+        ),
+        (
+            vec![
+                "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+                "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+                "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+            ],
+            vec![
+                ring::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+                ring::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+            ],
+        ),
+        (vec!["TLS_AES_128_GCM_SHA256"], vec![]),
+    ];
+    for (names, tls12) in cases {
+        let expected: Vec<_> = tls13.iter().copied().chain(tls12).collect();
+        assert_eq!(enabled_suites(&suites(&names)), expected, "{names:?}");
+    }
+    let all = enabled_suites(&[]);
+    assert_eq!(all.len(), 9);
+    assert_eq!(&all[..3], &tls13);
+}
+
+#[test]
+fn tls_flag_values_are_parsed_with_clear_errors() {
+    assert_eq!(
+        TlsMinVersion::parse("VersionTLS12"),
+        Ok(TlsMinVersion::Tls12)
+    );
+    assert_eq!(
+        TlsMinVersion::parse("VersionTLS13"),
+        Ok(TlsMinVersion::Tls13)
+    );
+    assert_eq!(
+        TlsMinVersion::parse("VersionTLS10"),
+        Err(TlsFlagError::UnsupportedVersion("VersionTLS10".into()))
+    );
+    assert_eq!(
+        TlsMinVersion::parse("1.2"),
+        Err(TlsFlagError::UnknownVersion("1.2".into()))
+    );
+    assert_eq!(TlsMinVersion::Tls13.to_string(), "VersionTLS13");
+    assert_eq!(
+        TlsCipherSuite::parse("TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA"),
+        Err(TlsFlagError::UnsupportedCipherSuite(
+            "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA".into()
+        ))
+    );
+    assert_eq!(
+        TlsCipherSuite::parse("tls_aes_128_gcm_sha256"),
+        Err(TlsFlagError::UnknownCipherSuite(
+            "tls_aes_128_gcm_sha256".into()
+        ))
+    );
+    let message = TlsFlagError::UnknownCipherSuite("X".into()).to_string();
+    assert!(
+        message.contains("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"),
+        "{message}"
+    );
+}
+
+#[test]
+fn self_signed_certificate_is_generated_with_alpn() {
+    let settings = TlsSettings {
+        cert_file: None,
+        key_file: None,
+        min_version: TlsMinVersion::Tls12,
+        cipher_suites: Vec::new(),
+        client_ca_roots: Vec::new(),
+    };
+    let tls = build_server_tls(&settings).expect("TLS");
+    assert_eq!(
+        tls.config.alpn_protocols,
+        [b"h2".to_vec(), b"http/1.1".to_vec()]
+    );
+    let cert = tls.self_signed_cert.expect("self-signed");
+    assert_eq!(tls.cert.current().cert[0], cert);
+    let print = fingerprint(&cert);
+    assert_eq!(print.len(), 32 * 3 - 1);
+    assert!(print
+        .chars()
+        .all(|c| c == ':' || c.is_ascii_digit() || ('A'..='F').contains(&c)));
+}
+
+#[test]
+fn unreadable_pem_files_name_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "no PEM here\n").expect("write");
+    assert!(matches!(load_certificates(&empty), Err(TlsError::NoCertificates(p)) if p == empty));
+
+    let missing = dir.path().join("missing.pem");
+    let err = load_certificates(&missing).expect_err("missing file");
+    assert!(err.to_string().contains("missing.pem"), "{err}");
+
+    let settings = TlsSettings {
+        cert_file: Some(missing.clone()),
+        key_file: Some(empty),
+        min_version: TlsMinVersion::Tls12,
+        cipher_suites: Vec::new(),
+        client_ca_roots: Vec::new(),
+    };
+    let err = build_server_tls(&settings).expect_err("missing certificate");
+    assert!(err.to_string().contains("missing.pem"), "{err}");
+}
+
+#[test]
+fn naming_only_tls13_suites_still_builds() {
+    let settings = TlsSettings {
+        cert_file: None,
+        key_file: None,
+        min_version: TlsMinVersion::Tls12,
+        cipher_suites: suites(&["TLS_AES_128_GCM_SHA256"]),
+        client_ca_roots: Vec::new(),
+    };
+    assert!(build_server_tls(&settings).is_ok());
+}

@@ -1,0 +1,110 @@
+//! The admin listener.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::Empty;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use kube_apf_proxy::server::{full_body, shutdown_channel, AdminRoutes, AdminServer, ReadyFlag};
+
+async fn get(addr: SocketAddr, path: &str) -> (StatusCode, String, String) {
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let request = Request::get(path)
+        .header("host", "localhost")
+        .body(Empty::<Bytes>::new())
+        .expect("request");
+    let response = sender.send_request(request).await.expect("response");
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let (_, status, body) = super::support::read(response).await.expect("body");
+    (status, content_type, body)
+}
+
+#[tokio::test]
+async fn health_endpoints_answer_as_the_apiserver() {
+    let ready = ReadyFlag::new(true);
+    let admin = AdminServer::bind(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        AdminRoutes::new(ready.clone()),
+    )
+    .await
+    .expect("bind");
+    let addr = admin.local_addr();
+    let (trigger, signal) = shutdown_channel();
+    let task = tokio::spawn(admin.serve(signal));
+
+    for path in ["/healthz", "/livez", "/readyz"] {
+        let (status, content_type, body) = get(addr, path).await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "ok"), "{path}");
+        assert_eq!(content_type, "text/plain; charset=utf-8");
+    }
+    let (status, _, body) = get(addr, "/readyz?verbose").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, "[+]ping ok\n[+]shutdown ok\nreadyz check passed\n");
+
+    for path in [
+        "/healthz/ping",
+        "/livez/ping",
+        "/readyz/ping",
+        "/readyz/shutdown",
+    ] {
+        assert_eq!(get(addr, path).await.0, StatusCode::OK, "{path}");
+    }
+    assert_eq!(
+        get(addr, "/healthz/shutdown").await.0,
+        StatusCode::NOT_FOUND
+    );
+
+    ready.set(false);
+    let (status, _, body) = get(addr, "/readyz/shutdown").await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(body, "internal server error: shutdown check failed\n");
+    let (status, _, body) = get(addr, "/readyz").await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        body,
+        "[-]shutdown failed: reason withheld\nreadyz check failed\n"
+    );
+    let (status, _, _) = get(addr, "/livez").await;
+    assert_eq!(status, StatusCode::OK, "liveness does not follow readiness");
+
+    let (status, content_type, body) = get(addr, "/metrics").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(content_type, "application/json");
+    let status_json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(status_json["kind"], "Status");
+    assert_eq!(status_json["reason"], "NotFound");
+    assert_eq!(status_json["code"], 404);
+
+    trigger.trigger();
+    task.await.expect("admin task");
+}
+
+#[tokio::test]
+async fn other_admin_paths_go_to_the_given_routes() {
+    let routes = AdminRoutes {
+        ready: ReadyFlag::new(true),
+        other: Some(Arc::new(|request: Request<Incoming>| async move {
+            http::Response::new(full_body(format!("metrics for {}", request.uri().path())))
+        })),
+    };
+    let admin = AdminServer::bind(SocketAddr::from(([127, 0, 0, 1], 0)), routes)
+        .await
+        .expect("bind");
+    let addr = admin.local_addr();
+    let (_trigger, signal) = shutdown_channel();
+    tokio::spawn(admin.serve(signal));
+    assert_eq!(get(addr, "/metrics").await.2, "metrics for /metrics");
+    assert_eq!(get(addr, "/healthz").await.2, "ok");
+}

@@ -1,0 +1,307 @@
+//! Connection limits: header size and count, header read timeout, HTTP/2 streams and resets,
+//! idle timeout, connection count; and upgrades.
+
+use super::*;
+
+/// Sends raw HTTP/1.1 bytes over TLS and returns everything the server writes until it closes.
+async fn raw_http1(server: &support::TestServer, request: &[u8]) -> String {
+    let options = ClientOptions {
+        alpn: vec![b"http/1.1"],
+        ..Default::default()
+    };
+    let mut stream = connect(server.addr, &server.trust, options)
+        .await
+        .expect("handshake");
+    // The server may answer and close before reading everything; a failed write is fine.
+    let _ = stream.write_all(request).await;
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(PROMPTLY * 10, stream.read_to_end(&mut out))
+        .await
+        .expect("the server closes the connection");
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn oversized_or_too_many_headers_get_431() {
+    let limits = ConnectionLimits {
+        max_header_bytes: 16 * 1024,
+        max_headers: 20,
+        ..ConnectionLimits::default()
+    };
+    let server = start(settings(), limits, echo_handler(), None).await;
+    let big = format!(
+        "GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(32 * 1024)
+    );
+    let many = format!(
+        "GET / HTTP/1.1\r\nHost: localhost\r\n{}\r\n",
+        (0..30)
+            .map(|i| format!("X-H{i}: v\r\n"))
+            .collect::<String>()
+    );
+    for request in [big, many] {
+        let answer = raw_http1(&server, request.as_bytes()).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 431 Request Header Fields Too Large"),
+            "{answer}"
+        );
+    }
+    let fine = raw_http1(
+        &server,
+        b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(fine.starts_with("HTTP/1.1 200 OK"), "{fine}");
+}
+
+// Paused time works with loopback sockets: tokio polls for I/O before it advances the clock, and
+// loopback data is in the peer's buffer as soon as the write returns.
+#[tokio::test(start_paused = true)]
+async fn slow_header_senders_are_disconnected_after_32s() {
+    let server = start(
+        settings(),
+        ConnectionLimits::default(),
+        echo_handler(),
+        None,
+    )
+    .await;
+    let started = tokio::time::Instant::now();
+    let answer = raw_http1(&server, b"GET / HTTP/1.1\r\nHost: localhost\r\n").await;
+    assert!(!answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(started.elapsed().as_secs(), 32);
+}
+
+#[tokio::test]
+async fn http2_stream_limit_is_advertised() {
+    let limits = ConnectionLimits {
+        http2_max_concurrent_streams: 7,
+        ..ConnectionLimits::default()
+    };
+    let server = start(settings(), limits, echo_handler(), None).await;
+    let options = ClientOptions {
+        alpn: vec![b"h2"],
+        ..Default::default()
+    };
+    let stream = connect(server.addr, &server.trust, options)
+        .await
+        .expect("handshake");
+    let (client, connection) = h2::client::handshake(stream).await.expect("h2 handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let request = Request::get("https://localhost/")
+        .body(())
+        .expect("request");
+    let (response, _) = client.send_request(request, true).expect("send");
+    // Once a response arrived, the server's SETTINGS have been applied.
+    assert_eq!(response.await.expect("response").status(), StatusCode::OK);
+    assert_eq!(client.current_max_send_streams(), 7);
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_connections_are_closed_after_90s() {
+    let server = start(
+        settings(),
+        ConnectionLimits::default(),
+        echo_handler(),
+        None,
+    )
+    .await;
+    let options = ClientOptions {
+        alpn: vec![b"h2"],
+        ..Default::default()
+    };
+    let stream = connect(server.addr, &server.trust, options)
+        .await
+        .expect("handshake");
+    let (client, connection) = h2::client::handshake(stream).await.expect("h2 handshake");
+    let connection = tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let (response, _) = client
+        .send_request(
+            Request::get("https://localhost/")
+                .body(())
+                .expect("request"),
+            true,
+        )
+        .expect("send");
+    assert_eq!(response.await.expect("response").status(), StatusCode::OK);
+    let idle_since = tokio::time::Instant::now();
+    tokio::time::timeout(PROMPTLY * 10, connection)
+        .await
+        .expect("the idle connection is closed")
+        .expect("connection task")
+        .expect("closed with GOAWAY, not an error");
+    assert_eq!(idle_since.elapsed().as_secs(), 90);
+}
+
+#[tokio::test(start_paused = true)]
+async fn connections_beyond_the_limit_wait_for_a_slot() {
+    let limits = ConnectionLimits {
+        max_connections: 1,
+        ..ConnectionLimits::default()
+    };
+    let server = start(settings(), limits, echo_handler(), None).await;
+    let first = connect(server.addr, &server.trust, ClientOptions::default())
+        .await
+        .expect("first handshake");
+    let (addr, trust) = (server.addr, server.trust.clone());
+    let second = tokio::spawn(async move { connect(addr, &trust, ClientOptions::default()).await });
+    // Paused time: a minute passes (less than the idle timeout that would close the first) and
+    // the second client is still not served.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(!second.is_finished(), "the second connection must wait");
+    assert_eq!(server.stats.accepted(), 1);
+    drop(first);
+    let second = tokio::time::timeout(PROMPTLY, second)
+        .await
+        .expect("the second connection gets the freed slot")
+        .expect("client task")
+        .expect("second handshake");
+    assert_eq!(get(second, "/").await.expect("response").1, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn http1_upgrades_reach_the_handler() {
+    let handler = Arc::new(|mut request: Request<Incoming>| async move {
+        let upgrade = hyper::upgrade::on(&mut request);
+        tokio::spawn(async move {
+            let Ok(upgraded) = upgrade.await else { return };
+            let mut io = hyper_util::rt::TokioIo::new(upgraded);
+            let mut buf = [0u8; 5];
+            if io.read_exact(&mut buf).await.is_ok() {
+                let _ = io.write_all(&buf).await;
+            }
+        });
+        http::Response::builder()
+            .status(StatusCode::SWITCHING_PROTOCOLS)
+            .header("connection", "upgrade")
+            .header("upgrade", "echo")
+            .body(kube_apf_proxy::server::full_body(""))
+            .expect("response")
+    });
+    let server = start(settings(), ConnectionLimits::default(), handler, None).await;
+    let options = ClientOptions {
+        alpn: vec![b"http/1.1"],
+        ..Default::default()
+    };
+    let mut stream = connect(server.addr, &server.trust, options)
+        .await
+        .expect("handshake");
+    stream
+        .write_all(b"GET /exec HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+        .await
+        .expect("write");
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        stream.read_exact(&mut byte).await.expect("read head");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    assert!(
+        head.starts_with("HTTP/1.1 101 Switching Protocols"),
+        "{head}"
+    );
+    stream.write_all(b"hello").await.expect("write");
+    let mut echoed = [0u8; 5];
+    tokio::time::timeout(PROMPTLY, stream.read_exact(&mut echoed))
+        .await
+        .expect("echo arrives")
+        .expect("read");
+    assert_eq!(&echoed, b"hello");
+}
+
+/// Opens `resets` streams and cancels each at once, in one burst (the CVE-2023-44487 pattern),
+/// then sends one ordinary request. `Ok` with that request's outcome while the connection
+/// survives; `Err` with the connection's error when the server ended it.
+async fn after_reset_burst(
+    limits: ConnectionLimits,
+    resets: usize,
+) -> Result<Result<StatusCode, String>, String> {
+    let server = start(settings(), limits, echo_handler(), None).await;
+    let options = ClientOptions {
+        alpn: vec![b"h2"],
+        ..Default::default()
+    };
+    let stream = connect(server.addr, &server.trust, options)
+        .await
+        .expect("handshake");
+    let (client, connection) = h2::client::handshake(stream).await.expect("h2 handshake");
+    let connection = tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    for _ in 0..resets {
+        let request = Request::get("https://localhost/")
+            .body(())
+            .expect("request");
+        if let Ok((_, mut body)) = client.send_request(request, false) {
+            body.send_reset(h2::Reason::CANCEL);
+        }
+    }
+    let answer = async {
+        let mut client = client.ready().await.map_err(|e| e.to_string())?;
+        let request = Request::get("https://localhost/")
+            .body(())
+            .expect("request");
+        let (response, _) = client
+            .send_request(request, true)
+            .map_err(|e| e.to_string())?;
+        response
+            .await
+            .map(|r| r.status())
+            .map_err(|e| e.to_string())
+    };
+    let answer = tokio::time::timeout(PROMPTLY, answer)
+        .await
+        .expect("prompt answer");
+    let ended = tokio::time::timeout(PROMPTLY, connection)
+        .await
+        .expect("connection ends");
+    match ended.expect("connection task") {
+        Ok(()) => Ok(answer),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+#[tokio::test]
+async fn http2_rapid_reset_floods_close_the_connection() {
+    let defaults = ConnectionLimits::default;
+    // Below the limit of 20 pending-accept resets, the connection lives on.
+    assert_eq!(
+        after_reset_burst(defaults(), 10).await,
+        Ok(Ok(StatusCode::OK))
+    );
+    let flood = after_reset_burst(defaults(), 60).await;
+    assert!(
+        flood.is_err(),
+        "a reset flood must end the connection: {flood:?}"
+    );
+    // The limit is what ends it.
+    let tolerant = ConnectionLimits {
+        http2_max_pending_accept_reset_streams: 10_000,
+        ..defaults()
+    };
+    let tolerated = after_reset_burst(tolerant, 60).await;
+    assert!(tolerated.is_ok(), "{tolerated:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn silent_clients_are_dropped_after_the_handshake_timeout() {
+    let server = start(
+        settings(),
+        ConnectionLimits::default(),
+        echo_handler(),
+        None,
+    )
+    .await;
+    let mut tcp = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    let started = tokio::time::Instant::now();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(PROMPTLY * 10, tcp.read_to_end(&mut buf))
+        .await
+        .expect("the server closes the connection");
+    assert!(buf.is_empty(), "{read:?}");
+    assert_eq!(started.elapsed().as_secs(), 32);
+    assert_eq!(server.stats.tls_handshake_errors(), 1);
+}
