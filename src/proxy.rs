@@ -14,6 +14,7 @@ mod error;
 mod forward;
 mod headers;
 mod kubeconfig;
+mod options;
 mod timeout;
 mod token_review;
 mod upgrade;
