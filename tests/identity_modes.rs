@@ -142,6 +142,27 @@ async fn http2_is_used_when_the_upstream_offers_it() {
 }
 
 #[tokio::test]
+async fn watches_get_http1_connections_of_their_own_even_when_http2_is_offered() {
+    let world = TlsWorld::start(true).await;
+    let proxy = world.proxy(IdentityForwarding::Passthrough).await;
+    let url = proxy.url("/api/v1/namespaces/ns/pods?watch=true");
+    let mut watches = Vec::new();
+    for _ in 0..2 {
+        let response = tokio::spawn(http1_client().request(get(&url)));
+        let events = world.fake.next_watch().await;
+        let response = response.await.expect("join").expect("watch");
+        assert_eq!(response.status(), StatusCode::OK);
+        watches.push((events, response));
+    }
+    let seen = world.fake.requests();
+    assert_eq!(seen.len(), 2);
+    assert!(
+        seen.iter().all(|r| r.version == Version::HTTP_11),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test]
 async fn token_review_goes_upstream_with_the_proxys_credentials() {
     let world = TlsWorld::start(true).await;
     let review = serde_json::json!({"apiVersion": "authentication.k8s.io/v1",

@@ -1,5 +1,14 @@
 //! The upstream client: pooled connections over rustls, HTTP/2 when the upstream offers it by
-//! ALPN, a separate HTTP/1.1-only pool for upgrades, and the proxy's own credentials.
+//! ALPN, a separate HTTP/1.1-only pool for upgrades and long-running requests, and the proxy's
+//! own credentials.
+//!
+//! Why long-running requests do not share the HTTP/2 connection: hyper multiplexes every request
+//! to one host over one HTTP/2 connection, and the apiserver allows a bounded number of streams
+//! per connection (`--http2-max-streams-per-connection`, 1000 by default). A proxy in front of
+//! many watchers would fill those streams with watches that never end, and every further
+//! request would wait for a free stream. Watches and other long-running requests therefore get
+//! HTTP/1.1 connections of their own, as each of their clients would have had without the
+//! proxy; short requests, bounded by flow control, multiplex over HTTP/2.
 //!
 //! Two TLS identities are kept apart on purpose. Requests sent on the caller's credentials
 //! (`passthrough`) never present the proxy's client certificate: the apiserver's authenticators
@@ -51,8 +60,8 @@ type HyperClient = Client<HttpsConnector<HttpConnector>, ProxyBody>;
 struct Pools {
     /// h2 by ALPN, else HTTP/1.1.
     pooled: HyperClient,
-    /// HTTP/1.1 only, for `Connection: Upgrade` requests.
-    upgrade: HyperClient,
+    /// HTTP/1.1 only: upgrades and long-running requests.
+    http1: HyperClient,
 }
 
 /// A client for the one upstream apiserver. Cheap to clone (shared pools).
@@ -133,12 +142,13 @@ impl UpstreamClient {
     }
 
     /// Sends a request whose URI is already absolute (see [`UpstreamClient::uri_for`]). With
-    /// `upgrade`, it goes over an HTTP/1.1-only connection that is never pooled again.
+    /// `dedicated` (upgrades and long-running requests), it goes over an HTTP/1.1 connection of
+    /// its own (never pooled again after an upgrade).
     pub async fn send(
         &self,
         mut request: Request<ProxyBody>,
         auth: UpstreamAuth,
-        upgrade: bool,
+        dedicated: bool,
     ) -> Result<Response<Incoming>, UpstreamError> {
         let pools = match auth {
             UpstreamAuth::Caller => &self.inner.without_identity,
@@ -159,8 +169,8 @@ impl UpstreamClient {
         // hyper-util sends HTTP/2 on an h2 connection whatever the version says, but refuses a
         // HTTP/2 request on an HTTP/1 connection.
         *request.version_mut() = http::Version::HTTP_11;
-        let client = if upgrade {
-            &pools.upgrade
+        let client = if dedicated {
+            &pools.http1
         } else {
             &pools.pooled
         };
@@ -182,7 +192,7 @@ fn pools(
 ) -> Result<Pools, UpstreamConfigError> {
     Ok(Pools {
         pooled: hyper_client(tls_config(upstream, identity)?, true),
-        upgrade: hyper_client(tls_config(upstream, identity)?, false),
+        http1: hyper_client(tls_config(upstream, identity)?, false),
     })
 }
 

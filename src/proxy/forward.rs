@@ -7,6 +7,12 @@
 //! body streams, the body ends with an error (the caller sees the stream abort, as when the
 //! apiserver's timeout filter fires after the headers were written). Long-running requests
 //! (watch, exec, attach, port-forward, log follow, proxy) have no deadline.
+//!
+//! `Host` is the upstream's authority, as the apiserver's proxy sends with `UseLocationHost`: the
+//! caller's `Host` names the proxy, which the upstream neither knows nor needs. Headers are
+//! prepared by [`super::headers`] (hop-by-hop, forged identity headers, identity modes,
+//! `X-Forwarded-For`); its module documentation explains how a caller's own `Impersonate-*`
+//! headers are treated in each mode.
 
 mod deadline;
 
@@ -122,7 +128,8 @@ impl Forwarder {
         let deadline = self.deadline(&request, &ctx, upgrade)?;
         let caller_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
         let upstream_request = self.upstream_request(request, &ctx, upgrade)?;
-        let response = self.send(upstream_request, upgrade, deadline).await?;
+        let dedicated = upgrade || ctx.long_running;
+        let response = self.send(upstream_request, dedicated, deadline).await?;
         Ok(relay(response, caller_upgrade, deadline))
     }
 
@@ -187,7 +194,7 @@ impl Forwarder {
     async fn send(
         &self,
         request: Request<ProxyBody>,
-        upgrade: bool,
+        dedicated: bool,
         deadline: Option<Deadline>,
     ) -> Result<Response<Incoming>, ProxyError> {
         let auth = match self.config.mode {
@@ -195,7 +202,7 @@ impl Forwarder {
             IdentityForwarding::Impersonate => UpstreamAuth::Proxy,
             IdentityForwarding::Requestheader => UpstreamAuth::ProxyCertificate,
         };
-        let sent = self.client.send(request, auth, upgrade);
+        let sent = self.client.send(request, auth, dedicated);
         Ok(match deadline {
             None => sent.await?,
             Some(Deadline { at, after }) => tokio::time::timeout_at(at, sent)
