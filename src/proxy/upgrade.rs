@@ -6,6 +6,11 @@
 //! request goes upstream over HTTP/1.1, a `101` is relayed to the caller with the upstream's
 //! headers, then the two connections are joined. A non-101 answer is relayed as an ordinary
 //! response.
+//!
+//! Upgrades exist on HTTP/1.1 only: an HTTP/2 caller cannot send `Connection: Upgrade` (and
+//! WebSocket over HTTP/2's extended CONNECT is not supported, as by the apiserver), so kubectl
+//! and client-go use HTTP/1.1 for exec, attach and port-forward. Upgraded connections have no
+//! deadline and are not tracked for graceful shutdown: they end when either side closes.
 
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;

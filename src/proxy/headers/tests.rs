@@ -255,3 +255,36 @@ fn detects_any_impersonation_header() {
     assert!(has_impersonation(&headers(&[("impersonate-extra-x", "1")])));
     assert!(!has_impersonation(&headers(&[("x-impersonate", "1")])));
 }
+
+/// Go's `url.PathUnescape`, enough for the escaped keys (`%XX` with hex digits).
+fn path_unescape(s: &str) -> Vec<u8> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).expect("ascii");
+            out.push(u8::from_str_radix(hex, 16).expect("hex"));
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+proptest::proptest! {
+    /// The apiserver lowercases the header name, then `url.PathUnescape`s the key: every key
+    /// comes back, ASCII-lowercased (the same limit client-go has).
+    #[test]
+    fn escaped_extra_keys_round_trip_through_the_apiserver(key in "\\PC{0,24}") {
+        let escaped = escape_extra_key(&key);
+        let name = format!("impersonate-extra-{escaped}");
+        let header = HeaderName::from_bytes(name.as_bytes());
+        proptest::prop_assert!(header.is_ok(), "{name:?} is not a header name");
+        let lowered = header.expect("checked").as_str()["impersonate-extra-".len()..].to_string();
+        let decoded = path_unescape(&lowered);
+        proptest::prop_assert_eq!(decoded, key.to_ascii_lowercase().into_bytes());
+    }
+}
