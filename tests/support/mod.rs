@@ -85,11 +85,12 @@ pub fn get(url: &str) -> Request<TestBody> {
         .expect("request")
 }
 
-/// A plain-HTTP front on `127.0.0.1:0` that forwards every request with a fixed identity.
+/// A plain-HTTP or TLS front on `127.0.0.1:0` that forwards every request with a fixed identity.
 /// Watches (`watch=true`) and upgrades are long-running, as the pipeline's RequestInfo says.
 pub struct TestProxy {
     /// Where it listens.
     pub addr: SocketAddr,
+    tls: bool,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -100,10 +101,30 @@ impl Drop for TestProxy {
 }
 
 impl TestProxy {
-    /// Starts the front.
+    /// Starts a plain-HTTP front.
     pub async fn start(forwarder: Forwarder, identity: Identity) -> Self {
+        Self::start_with(forwarder, identity, None).await
+    }
+
+    /// Starts a TLS front serving `serving` (HTTP/1.1 and HTTP/2 by ALPN).
+    pub async fn start_tls(
+        forwarder: Forwarder,
+        identity: Identity,
+        serving: &pki::Issued,
+    ) -> Self {
+        let config = pki::server_config(serving, None, &[b"h2", b"http/1.1"]);
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        Self::start_with(forwarder, identity, Some(acceptor)).await
+    }
+
+    async fn start_with(
+        forwarder: Forwarder,
+        identity: Identity,
+        acceptor: Option<tokio_rustls::TlsAcceptor>,
+    ) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
+        let tls = acceptor.is_some();
         let shared = Arc::new((forwarder, identity));
         let task = tokio::spawn(async move {
             loop {
@@ -111,6 +132,7 @@ impl TestProxy {
                     continue;
                 };
                 let shared = shared.clone();
+                let acceptor = acceptor.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |request: Request<Incoming>| {
                         let shared = shared.clone();
@@ -118,18 +140,31 @@ impl TestProxy {
                     });
                     let builder =
                         hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                    let _ = builder
-                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                        .await;
+                    let _ = match acceptor {
+                        None => {
+                            builder
+                                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                                .await
+                        }
+                        Some(acceptor) => {
+                            let Ok(stream) = acceptor.accept(stream).await else {
+                                return;
+                            };
+                            builder
+                                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                                .await
+                        }
+                    };
                 });
             }
         });
-        TestProxy { addr, task }
+        TestProxy { addr, tls, task }
     }
 
-    /// `http://127.0.0.1:port{path}`.
+    /// `http(s)://127.0.0.1:port{path}`.
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}{path}", self.addr)
     }
 }
 
