@@ -202,7 +202,15 @@ impl ProxyError {
             ProxyError::Upstream(UpstreamError::Timeout { .. }) => {
                 "Timeout: request did not complete within the allotted timeout".to_string()
             }
-            other => other.to_string(),
+            ProxyError::Unauthorized { .. }
+            | ProxyError::Forbidden { .. }
+            | ProxyError::TooManyRequests { .. }
+            | ProxyError::BadRequest { .. }
+            | ProxyError::PayloadTooLarge { .. }
+            | ProxyError::HeadersTooLarge { .. }
+            | ProxyError::ServiceUnavailable { .. }
+            | ProxyError::Upstream(UpstreamError::Unavailable(_) | UpstreamError::BadGateway(_))
+            | ProxyError::Internal { .. } => self.to_string(),
         }
     }
 
