@@ -25,7 +25,9 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 
 pub use client::{UpstreamAuth, UpstreamClient};
-pub use error::{error_response, status_body, ProxyError, Status, StatusDetails, UpstreamError};
+pub use error::{
+    error_response, status_body, ProxyError, Status, StatusCause, StatusDetails, UpstreamError,
+};
 pub use forward::{ForwardRequest, Forwarder, ForwarderConfig, ForwarderConfigError};
 pub use headers::{escape_extra_key, ForgeableHeaders, IdentityForwarding};
 pub use kubeconfig::{Kubeconfig, KubeconfigContext, KubeconfigError, PemSource};
