@@ -1,0 +1,291 @@
+//! The upstream client: pooled connections over rustls, HTTP/2 when the upstream offers it by
+//! ALPN, a separate HTTP/1.1-only pool for upgrades and long-running requests, and the proxy's
+//! own credentials.
+//!
+//! Why long-running requests do not share the HTTP/2 connection: hyper multiplexes every request
+//! to one host over one HTTP/2 connection, and the apiserver allows a bounded number of streams
+//! per connection (`--http2-max-streams-per-connection`, 1000 by default). A proxy in front of
+//! many watchers would fill those streams with watches that never end, and every further
+//! request would wait for a free stream. Watches and other long-running requests therefore get
+//! HTTP/1.1 connections of their own, as each of their clients would have had without the
+//! proxy; short requests, bounded by flow control, multiplex over HTTP/2.
+//!
+//! Two TLS identities are kept apart on purpose. Requests sent on the caller's credentials
+//! (`passthrough`) never present the proxy's client certificate: the apiserver's authenticators
+//! try the client certificate before the bearer token, so presenting it would make every caller
+//! the proxy.
+
+mod insecure;
+mod token;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{HeaderValue, AUTHORIZATION};
+use http::{Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls::ClientConfig;
+
+use super::upstream_config::{ClientIdentity, ResolvedUpstream, UpstreamConfigError};
+use super::{ProxyBody, UpstreamError};
+use token::TokenSource;
+
+/// How long a TCP connect to the upstream may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an idle pooled connection is kept.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// Idle connections kept per host (the upstream is one host).
+const POOL_MAX_IDLE_PER_HOST: usize = 64;
+
+/// Whose credentials a request carries to the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamAuth {
+    /// The caller's own (already in the request); the proxy adds nothing and presents no client
+    /// certificate.
+    Caller,
+    /// The proxy's client certificate only (front-proxy `requestheader` mode).
+    ProxyCertificate,
+    /// The proxy's client certificate and bearer token, whichever are configured.
+    Proxy,
+}
+
+type HyperClient = Client<HttpsConnector<HttpConnector>, ProxyBody>;
+
+/// Pools for one TLS identity.
+#[derive(Clone)]
+struct Pools {
+    /// h2 by ALPN, else HTTP/1.1.
+    pooled: HyperClient,
+    /// HTTP/1.1 only: upgrades and long-running requests.
+    http1: HyperClient,
+}
+
+/// A client for the one upstream apiserver. Cheap to clone (shared pools).
+#[derive(Clone)]
+pub struct UpstreamClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    server: Uri,
+    with_identity: Pools,
+    without_identity: Pools,
+    has_client_identity: bool,
+    token: TokenSource,
+}
+
+impl std::fmt::Debug for UpstreamClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamClient")
+            .field("server", &self.inner.server)
+            .field("has_client_identity", &self.inner.has_client_identity)
+            .finish_non_exhaustive()
+    }
+}
+
+// === impl UpstreamClient ===
+
+impl UpstreamClient {
+    /// Builds the pools. An `https://` upstream needs CAs or `insecure_skip_tls_verify`.
+    pub fn new(upstream: ResolvedUpstream) -> Result<Self, UpstreamConfigError> {
+        let https = upstream.server.scheme_str() == Some("https");
+        if https && upstream.roots.is_empty() && !upstream.insecure_skip_tls_verify {
+            return Err(UpstreamConfigError::Pem {
+                what: "upstream certificate authority".to_string(),
+                reason: "an https upstream needs a CA (--upstream-ca-file or the kubeconfig's certificate-authority)".to_string(),
+            });
+        }
+        let without_identity = pools(&upstream, None)?;
+        let with_identity = match &upstream.client_identity {
+            Some(identity) => pools(&upstream, Some(identity))?,
+            None => without_identity.clone(),
+        };
+        Ok(UpstreamClient {
+            inner: Arc::new(Inner {
+                server: upstream.server,
+                with_identity,
+                without_identity,
+                has_client_identity: upstream.client_identity.is_some(),
+                token: TokenSource::new(upstream.credential),
+            }),
+        })
+    }
+
+    /// The upstream's URL.
+    pub fn server(&self) -> &Uri {
+        &self.inner.server
+    }
+
+    /// Whether the proxy presents a client certificate for [`UpstreamAuth::Proxy`] and
+    /// [`UpstreamAuth::ProxyCertificate`].
+    pub fn has_client_identity(&self) -> bool {
+        self.inner.has_client_identity
+    }
+
+    /// Whether the proxy has a bearer token.
+    pub fn has_token(&self) -> bool {
+        self.inner.token.is_configured()
+    }
+
+    /// The upstream URL for a caller's path and query: the server's path prefix (if any) joined
+    /// with `path_and_query`.
+    pub fn uri_for(&self, path_and_query: &str) -> Result<Uri, http::Error> {
+        let server = &self.inner.server;
+        let prefix = server.path().trim_end_matches('/');
+        let mut parts = server.clone().into_parts();
+        parts.path_and_query = Some(format!("{prefix}{path_and_query}").parse()?);
+        Ok(Uri::from_parts(parts)?)
+    }
+
+    /// Sends a request whose URI is already absolute (see [`UpstreamClient::uri_for`]). With
+    /// `dedicated` (upgrades and long-running requests), it goes over an HTTP/1.1 connection of
+    /// its own (never pooled again after an upgrade).
+    pub async fn send(
+        &self,
+        mut request: Request<ProxyBody>,
+        auth: UpstreamAuth,
+        dedicated: bool,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        let pools = match auth {
+            UpstreamAuth::Caller => &self.inner.without_identity,
+            UpstreamAuth::ProxyCertificate | UpstreamAuth::Proxy => &self.inner.with_identity,
+        };
+        if auth == UpstreamAuth::Proxy {
+            if let Some(token) = self.inner.token.current().await? {
+                let mut value =
+                    HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                        UpstreamError::Unavailable(
+                            "the proxy's token is not a valid header value".into(),
+                        )
+                    })?;
+                value.set_sensitive(true);
+                request.headers_mut().insert(AUTHORIZATION, value);
+            }
+        }
+        // hyper-util sends HTTP/2 on an h2 connection whatever the version says, but refuses a
+        // HTTP/2 request on an HTTP/1 connection.
+        *request.version_mut() = http::Version::HTTP_11;
+        let client = if dedicated {
+            &pools.http1
+        } else {
+            &pools.pooled
+        };
+        client.request(request).await.map_err(classify_error)
+    }
+}
+
+fn classify_error(error: hyper_util::client::legacy::Error) -> UpstreamError {
+    if error.is_connect() {
+        UpstreamError::Unavailable(Box::new(error))
+    } else {
+        UpstreamError::BadGateway(Box::new(error))
+    }
+}
+
+fn pools(
+    upstream: &ResolvedUpstream,
+    identity: Option<&ClientIdentity>,
+) -> Result<Pools, UpstreamConfigError> {
+    Ok(Pools {
+        pooled: hyper_client(tls_config(upstream, identity)?, true),
+        http1: hyper_client(tls_config(upstream, identity)?, false),
+    })
+}
+
+fn tls_config(
+    upstream: &ResolvedUpstream,
+    identity: Option<&ClientIdentity>,
+) -> Result<ClientConfig, UpstreamConfigError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    let builder = if upstream.insecure_skip_tls_verify {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(insecure::AcceptAnyServerCert::new(
+                provider,
+            )))
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        for root in &upstream.roots {
+            roots.add(root.clone())?;
+        }
+        builder.with_root_certificates(roots)
+    };
+    Ok(match identity {
+        Some(id) => builder.with_client_auth_cert(id.chain.clone(), id.key.clone_key())?,
+        None => builder.with_no_client_auth(),
+    })
+}
+
+fn hyper_client(tls: ClientConfig, allow_h2: bool) -> HyperClient {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    http.set_nodelay(true);
+    let builder = HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1();
+    let connector = if allow_h2 {
+        builder.enable_http2().wrap_connector(http)
+    } else {
+        builder.wrap_connector(http)
+    };
+    Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .pool_max_idle_per_host(POOL_MAX_IDLE_PER_HOST)
+        .timer(TokioTimer::new())
+        .build(connector)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proxy::UpstreamConfig;
+
+    fn client(url: &str) -> UpstreamClient {
+        let resolved = UpstreamConfig {
+            upstream: Some(url.to_string()),
+            ..UpstreamConfig::default()
+        }
+        .resolve()
+        .expect("resolve");
+        UpstreamClient::new(resolved).expect("client")
+    }
+
+    #[test]
+    fn upstream_urls_keep_the_servers_path_prefix() {
+        let cases = [
+            (
+                "http://10.0.0.1:8080",
+                "/api/v1/pods?watch=1",
+                "http://10.0.0.1:8080/api/v1/pods?watch=1",
+            ),
+            (
+                "http://10.0.0.1:8080/",
+                "/healthz",
+                "http://10.0.0.1:8080/healthz",
+            ),
+            (
+                "http://h/k8s/clusters/c1/",
+                "/api",
+                "http://h/k8s/clusters/c1/api",
+            ),
+            (
+                "http://h/prefix",
+                "/apis/apps/v1?x=%2F",
+                "http://h/prefix/apis/apps/v1?x=%2F",
+            ),
+        ];
+        for (server, path, want) in cases {
+            let uri = client(server).uri_for(path).expect("uri");
+            assert_eq!(uri.to_string(), want, "{server} + {path}");
+        }
+    }
+}

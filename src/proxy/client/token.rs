@@ -1,0 +1,95 @@
+//! The proxy's bearer token: fixed, or read from a file that is re-read periodically, as
+//! client-go's `CachedFileTokenSource` does (bound service account tokens rotate hourly).
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::super::upstream_config::{read_bounded, Credential};
+use super::super::UpstreamError;
+
+/// How long a token read from a file is used before the file is read again (client-go: 1 minute).
+const TOKEN_FILE_REFRESH: Duration = Duration::from_secs(60);
+
+pub(super) struct TokenSource {
+    credential: Credential,
+    cached: Mutex<Option<Cached>>,
+}
+
+struct Cached {
+    token: String,
+    read_at: Instant,
+}
+
+impl TokenSource {
+    pub(super) fn new(credential: Credential) -> Self {
+        TokenSource {
+            credential,
+            cached: Mutex::new(None),
+        }
+    }
+
+    pub(super) fn is_configured(&self) -> bool {
+        !matches!(self.credential, Credential::None)
+    }
+
+    /// The current token, `None` without one. A file that cannot be read keeps the last good
+    /// token; with none yet, the request fails as upstream-unavailable.
+    pub(super) async fn current(&self) -> Result<Option<String>, UpstreamError> {
+        let path = match &self.credential {
+            Credential::None => return Ok(None),
+            Credential::Token(token) => return Ok(Some(token.clone())),
+            Credential::TokenFile(path) => path,
+        };
+        let now = Instant::now();
+        if let Some(token) = self.fresh(now) {
+            return Ok(Some(token));
+        }
+        match read_token(path.clone()).await {
+            Ok(token) => {
+                *self.lock() = Some(Cached {
+                    token: token.clone(),
+                    read_at: now,
+                });
+                Ok(Some(token))
+            }
+            Err(error) => match self.lock().as_ref() {
+                Some(stale) => {
+                    tracing::warn!(path = %path.display(), %error, "Keeping the last token; re-reading the token file failed");
+                    Ok(Some(stale.token.clone()))
+                }
+                None => Err(UpstreamError::Unavailable(error.into())),
+            },
+        }
+    }
+
+    fn fresh(&self, now: Instant) -> Option<String> {
+        self.lock()
+            .as_ref()
+            .filter(|c| now.duration_since(c.read_at) < TOKEN_FILE_REFRESH)
+            .map(|c| c.token.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Cached>> {
+        // A poisoned lock only means another thread panicked while swapping a String in.
+        self.cached.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+async fn read_token(path: PathBuf) -> Result<String, String> {
+    let bytes = tokio::task::spawn_blocking(move || read_bounded(&path))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let token = String::from_utf8(bytes).map_err(|_| "the token file is not UTF-8".to_string())?;
+    let token = token.trim();
+    if token.is_empty() {
+        return Err("the token file is empty".to_string());
+    }
+    Ok(token.to_string())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,247 @@
+//! One caller request → one upstream request: identity headers, header hygiene, streaming bodies
+//! both ways, the request timeout, and upgrades.
+//!
+//! Timeouts mirror the apiserver's `WithRequestDeadline` and `WithTimeoutForNonLongRunningRequests`:
+//! a non-long-running request gets `--request-timeout` (or a shorter `?timeout=`); when it runs
+//! out before the upstream answers, the caller gets a 504 `Status`; when it runs out while the
+//! body streams, the body ends with an error (the caller sees the stream abort, as when the
+//! apiserver's timeout filter fires after the headers were written). Long-running requests
+//! (watch, exec, attach, port-forward, log follow, proxy) have no deadline.
+//!
+//! `Host` is the upstream's authority, as the apiserver's proxy sends with `UseLocationHost`: the
+//! caller's `Host` names the proxy, which the upstream neither knows nor needs. Headers are
+//! prepared by [`super::headers`] (hop-by-hop, forged identity headers, identity modes,
+//! `X-Forwarded-For`); its module documentation explains how a caller's own `Impersonate-*`
+//! headers are treated in each mode.
+
+mod deadline;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::upgrade::OnUpgrade;
+use tokio::time::Instant;
+
+use super::client::UpstreamAuth;
+use super::headers::{
+    has_impersonation, is_upgrade_request, prepare_request_headers, prepare_response_headers,
+    ForgeableHeaders, IdentityForwarding,
+};
+use super::timeout::effective_timeout;
+use super::upgrade::splice_upgrades;
+use super::{empty_body, BoxError, ProxyBody, ProxyError, UpstreamClient, UpstreamError};
+use crate::auth::Identity;
+use deadline::DeadlineBody;
+
+/// How requests are forwarded.
+#[derive(Debug, Clone)]
+pub struct ForwarderConfig {
+    /// `--identity-forwarding`.
+    pub mode: IdentityForwarding,
+    /// `--request-timeout`: the longest a non-long-running request may take.
+    pub request_timeout: Duration,
+    /// Configured requestheader names, stripped from every caller request (`X-Remote-*` always is).
+    pub forgeable: ForgeableHeaders,
+}
+
+/// Why a forwarding mode cannot work with the upstream credentials given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ForwarderConfigError {
+    /// `requestheader` asserts identities with a front-proxy client certificate.
+    #[error("--identity-forwarding=requestheader needs an upstream client certificate (--upstream-client-cert-file/--upstream-client-key-file or the kubeconfig's client-certificate) trusted by the upstream's --requestheader-client-ca-file")]
+    RequestheaderNeedsClientCertificate,
+    /// `impersonate` authenticates as the proxy.
+    #[error("--identity-forwarding=impersonate needs upstream credentials of the proxy (a client certificate or a token) allowed to impersonate")]
+    ImpersonateNeedsCredentials,
+}
+
+/// What the pipeline knows about a request besides the request itself.
+#[derive(Debug, Clone)]
+pub struct ForwardRequest<'a> {
+    /// The authenticated caller.
+    pub identity: &'a Identity,
+    /// Long-running (watch, exec, attach, port-forward, log follow, proxy): no deadline.
+    pub long_running: bool,
+    /// The caller's address, appended to `X-Forwarded-For`.
+    pub peer: Option<SocketAddr>,
+    /// When the request was received (the deadline counts from here, as the apiserver's does);
+    /// now when `None`.
+    pub received_at: Option<Instant>,
+}
+
+/// Forwards requests to the upstream.
+#[derive(Debug, Clone)]
+pub struct Forwarder {
+    client: UpstreamClient,
+    config: ForwarderConfig,
+}
+
+// === impl Forwarder ===
+
+impl Forwarder {
+    /// Checks that `config.mode` has the credentials it needs.
+    pub fn new(
+        client: UpstreamClient,
+        config: ForwarderConfig,
+    ) -> Result<Self, ForwarderConfigError> {
+        match config.mode {
+            IdentityForwarding::Passthrough => {}
+            IdentityForwarding::Impersonate => {
+                if !client.has_client_identity() && !client.has_token() {
+                    return Err(ForwarderConfigError::ImpersonateNeedsCredentials);
+                }
+            }
+            IdentityForwarding::Requestheader => {
+                if !client.has_client_identity() {
+                    return Err(ForwarderConfigError::RequestheaderNeedsClientCertificate);
+                }
+            }
+        }
+        Ok(Forwarder { client, config })
+    }
+
+    /// The upstream client (for TokenReview and health checks).
+    pub fn client(&self) -> &UpstreamClient {
+        &self.client
+    }
+
+    /// Forwards `request` and returns the upstream's response, its body streaming. Errors are
+    /// for [`super::error_response`]; a failure after the response head arrived ends the body
+    /// with an error instead.
+    pub async fn forward<B>(
+        &self,
+        mut request: Request<B>,
+        ctx: ForwardRequest<'_>,
+    ) -> Result<Response<ProxyBody>, ProxyError>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        self.check_impersonation(request.headers())?;
+        let upgrade =
+            request.version() <= http::Version::HTTP_11 && is_upgrade_request(request.headers());
+        let deadline = self.deadline(&request, &ctx, upgrade)?;
+        let caller_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
+        let upstream_request = self.upstream_request(request, &ctx, upgrade)?;
+        let dedicated = upgrade || ctx.long_running;
+        let response = self.send(upstream_request, dedicated, deadline).await?;
+        Ok(relay(response, caller_upgrade, deadline))
+    }
+
+    /// See the `headers` module documentation for why only `impersonate` mode refuses them.
+    fn check_impersonation(&self, headers: &http::HeaderMap) -> Result<(), ProxyError> {
+        if self.config.mode == IdentityForwarding::Impersonate && has_impersonation(headers) {
+            return Err(ProxyError::Forbidden {
+                message: "Impersonate-* headers cannot pass a proxy that itself impersonates the caller (--identity-forwarding=impersonate)".to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `None` for long-running requests and upgrades.
+    fn deadline<B>(
+        &self,
+        request: &Request<B>,
+        ctx: &ForwardRequest<'_>,
+        upgrade: bool,
+    ) -> Result<Option<Deadline>, ProxyError> {
+        if ctx.long_running || upgrade {
+            return Ok(None);
+        }
+        let after = effective_timeout(request.uri().query(), self.config.request_timeout)?;
+        let at = ctx.received_at.unwrap_or_else(Instant::now) + after;
+        Ok(Some(Deadline { at, after }))
+    }
+
+    fn upstream_request<B>(
+        &self,
+        request: Request<B>,
+        ctx: &ForwardRequest<'_>,
+        upgrade: bool,
+    ) -> Result<Request<ProxyBody>, ProxyError>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let path_and_query = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
+        let uri = self
+            .client
+            .uri_for(path_and_query)
+            .map_err(|e| ProxyError::BadRequest {
+                message: format!("the request URL cannot be forwarded: {e}"),
+            })?;
+        let (mut parts, body) = request.into_parts();
+        parts.uri = uri;
+        prepare_request_headers(
+            &mut parts.headers,
+            self.config.mode,
+            ctx.identity,
+            &self.config.forgeable,
+            ctx.peer.map(|p| p.ip()),
+            upgrade,
+        );
+        Ok(Request::from_parts(
+            parts,
+            body.map_err(Into::into).boxed_unsync(),
+        ))
+    }
+
+    async fn send(
+        &self,
+        request: Request<ProxyBody>,
+        dedicated: bool,
+        deadline: Option<Deadline>,
+    ) -> Result<Response<Incoming>, ProxyError> {
+        let auth = match self.config.mode {
+            IdentityForwarding::Passthrough => UpstreamAuth::Caller,
+            IdentityForwarding::Impersonate => UpstreamAuth::Proxy,
+            IdentityForwarding::Requestheader => UpstreamAuth::ProxyCertificate,
+        };
+        let sent = self.client.send(request, auth, dedicated);
+        Ok(match deadline {
+            None => sent.await?,
+            Some(Deadline { at, after }) => tokio::time::timeout_at(at, sent)
+                .await
+                .map_err(|_| UpstreamError::Timeout { after })??,
+        })
+    }
+}
+
+/// When a non-long-running request runs out of time.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    at: Instant,
+    after: Duration,
+}
+
+/// The upstream's response for the caller: hop-by-hop headers stripped; a `101` joins the two
+/// upgraded connections; otherwise the body streams (cut at the deadline, if any).
+fn relay(
+    mut response: Response<Incoming>,
+    caller_upgrade: Option<OnUpgrade>,
+    deadline: Option<Deadline>,
+) -> Response<ProxyBody> {
+    let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
+    match caller_upgrade {
+        Some(caller) if switching => {
+            prepare_response_headers(response.headers_mut(), true);
+            let upstream = hyper::upgrade::on(&mut response);
+            splice_upgrades(caller, upstream);
+            response.map(|_| empty_body())
+        }
+        _ => {
+            prepare_response_headers(response.headers_mut(), false);
+            match deadline {
+                None => response.map(|b| b.map_err(BoxError::from).boxed_unsync()),
+                Some(Deadline { at, after }) => {
+                    response.map(|b| DeadlineBody::new(b, at, after).boxed_unsync())
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! Header hygiene: hop-by-hop headers, identity headers a caller could forge, the identity
+//! headers the proxy adds, and `X-Forwarded-For`.
+//!
+//! # A caller's own `Impersonate-*` headers (`kubectl --as`)
+//!
+//! The apiserver authorizes impersonation (the `impersonate` verb on users, groups, uids,
+//! userextras) for the authenticated requester, then serves and classifies the request as the
+//! impersonated user. The proxy has no authorizer, so it can neither check nor honour them itself:
+//!
+//! - `passthrough`: forwarded untouched. The upstream authenticates the caller's own credentials
+//!   and authorizes the impersonation against them, exactly as without the proxy. The proxy
+//!   classifies by the authenticated caller (it cannot trust an unauthorized claim), which differs
+//!   from the apiserver (it classifies by the impersonated user) only in which flow is charged.
+//! - `requestheader`: forwarded untouched, for the same reason: the upstream authenticates the
+//!   caller from `X-Remote-*` (vouched for by the proxy's front-proxy certificate) and then
+//!   authorizes the impersonation against that caller.
+//! - `impersonate`: refused with 403. The proxy's own `Impersonate-*` headers carry the caller's
+//!   identity, and the apiserver has no chained impersonation: forwarding the caller's would let
+//!   a caller act with the proxy's impersonation rights; stripping them would silently run the
+//!   request as someone other than the one asked for.
+//!
+//! `X-Remote-*` (and the configured requestheader names) are always stripped: only the proxy
+//! speaks for a caller's identity.
+
+use std::net::IpAddr;
+
+use http::header::{
+    HeaderName, HeaderValue, AUTHORIZATION, CONNECTION, HOST, PROXY_AUTHENTICATE,
+    PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
+};
+use http::HeaderMap;
+
+use crate::auth::{Identity, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP};
+
+/// How the caller's identity reaches the upstream (`--identity-forwarding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IdentityForwarding {
+    /// The caller's own `Authorization` goes upstream unchanged; the proxy adds no credential and
+    /// presents no client certificate (the apiserver would authenticate the certificate before
+    /// the token, turning every caller into the proxy).
+    #[default]
+    Passthrough,
+    /// The proxy's credentials plus `Impersonate-User`, `-Group` (one header per group), `-Uid`
+    /// and `Impersonate-Extra-<key>`.
+    Impersonate,
+    /// The proxy's front-proxy client certificate plus `X-Remote-User`, `X-Remote-Uid`,
+    /// `X-Remote-Group` and `X-Remote-Extra-<key>`.
+    Requestheader,
+}
+
+/// The `Impersonate-*` header prefix (`authenticationv1.ImpersonateUserHeader` and friends).
+const IMPERSONATE_PREFIX: &str = "impersonate-";
+/// The `X-Remote-*` prefix of the conventional requestheader names.
+const X_REMOTE_PREFIX: &str = "x-remote-";
+
+static IMPERSONATE_USER: HeaderName = HeaderName::from_static("impersonate-user");
+static IMPERSONATE_GROUP: HeaderName = HeaderName::from_static("impersonate-group");
+static IMPERSONATE_UID: HeaderName = HeaderName::from_static("impersonate-uid");
+static X_REMOTE_USER: HeaderName = HeaderName::from_static("x-remote-user");
+static X_REMOTE_GROUP: HeaderName = HeaderName::from_static("x-remote-group");
+static X_REMOTE_UID: HeaderName = HeaderName::from_static("x-remote-uid");
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+
+/// Identity header names a caller must never send through: the configured requestheader names
+/// (`--requestheader-username-headers`, `-uid-headers`, `-group-headers`,
+/// `-extra-headers-prefix`) on top of `X-Remote-*`, which is always stripped.
+#[derive(Debug, Clone, Default)]
+pub struct ForgeableHeaders {
+    names: Vec<HeaderName>,
+    prefixes: Vec<String>,
+}
+
+impl ForgeableHeaders {
+    /// Names are matched exactly (case-insensitively), prefixes by prefix; invalid header names
+    /// are skipped (no request can carry them).
+    pub fn new(names: &[String], prefixes: &[String]) -> Self {
+        ForgeableHeaders {
+            names: names
+                .iter()
+                .filter_map(|n| HeaderName::from_bytes(n.as_bytes()).ok())
+                .collect(),
+            prefixes: prefixes.iter().map(|p| p.to_ascii_lowercase()).collect(),
+        }
+    }
+
+    fn matches(&self, name: &HeaderName) -> bool {
+        let name_str = name.as_str();
+        name_str.starts_with(X_REMOTE_PREFIX)
+            || self.names.contains(name)
+            || self.prefixes.iter().any(|p| name_str.starts_with(p))
+    }
+}
+
+/// Whether the caller asked for impersonation (any `Impersonate-*` header).
+pub fn has_impersonation(headers: &HeaderMap) -> bool {
+    headers
+        .keys()
+        .any(|k| k.as_str().starts_with(IMPERSONATE_PREFIX))
+}
+
+/// Whether the request asks for a protocol upgrade (`Connection: Upgrade` plus `Upgrade`), as
+/// `httpstream.IsUpgradeRequest` decides.
+pub fn is_upgrade_request(headers: &HeaderMap) -> bool {
+    headers.contains_key(UPGRADE) && connection_tokens(headers).any(|t| t == "upgrade")
+}
+
+fn connection_tokens(headers: &HeaderMap) -> impl Iterator<Item = String> + '_ {
+    headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+}
+
+/// Removes hop-by-hop headers (RFC 9110 §7.6.1): `Connection` and every header it names,
+/// `Keep-Alive`, `Proxy-*`, `TE`, `Trailer`, `Transfer-Encoding`, and `Upgrade` unless
+/// `keep_upgrade` (then `Connection: Upgrade` is kept too).
+pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
+    let listed: Vec<String> = connection_tokens(headers).collect();
+    for token in &listed {
+        if keep_upgrade && token == "upgrade" {
+            continue;
+        }
+        if let Ok(name) = HeaderName::from_bytes(token.as_bytes()) {
+            headers.remove(name);
+        }
+    }
+    for name in [
+        &KEEP_ALIVE,
+        &PROXY_CONNECTION,
+        &PROXY_AUTHENTICATE,
+        &PROXY_AUTHORIZATION,
+        &TE,
+        &TRAILER,
+        &TRANSFER_ENCODING,
+    ] {
+        headers.remove(name);
+    }
+    headers.remove(CONNECTION);
+    if keep_upgrade {
+        headers.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
+    } else {
+        headers.remove(UPGRADE);
+    }
+}
+
+/// Prepares a caller's request headers for the upstream in `mode`: strips hop-by-hop headers,
+/// forged identity headers, `Host` (the client sets the upstream's), and in `impersonate` and
+/// `requestheader` modes the caller's `Authorization`; then adds the identity headers of `mode`
+/// and appends `peer` to `X-Forwarded-For`.
+///
+/// The caller must already have refused `Impersonate-*` headers in `impersonate` mode (see the
+/// module documentation); here they are removed in that mode regardless.
+pub fn prepare_request_headers(
+    headers: &mut HeaderMap,
+    mode: IdentityForwarding,
+    identity: &Identity,
+    forgeable: &ForgeableHeaders,
+    peer: Option<IpAddr>,
+    upgrade: bool,
+) {
+    strip_hop_by_hop(headers, upgrade);
+    headers.remove(HOST);
+    let forged: Vec<HeaderName> = headers
+        .keys()
+        .filter(|k| {
+            forgeable.matches(k)
+                || (mode == IdentityForwarding::Impersonate
+                    && k.as_str().starts_with(IMPERSONATE_PREFIX))
+        })
+        .cloned()
+        .collect();
+    for name in forged {
+        headers.remove(name);
+    }
+    match mode {
+        IdentityForwarding::Passthrough => {}
+        IdentityForwarding::Impersonate => {
+            headers.remove(AUTHORIZATION);
+            add_identity(headers, identity, &IMPERSONATE_NAMES);
+        }
+        IdentityForwarding::Requestheader => {
+            headers.remove(AUTHORIZATION);
+            add_identity(headers, identity, &REQUESTHEADER_NAMES);
+        }
+    }
+    if let Some(ip) = peer {
+        append_forwarded_for(headers, ip);
+    }
+}
+
+struct IdentityHeaderNames {
+    user: &'static HeaderName,
+    group: &'static HeaderName,
+    uid: &'static HeaderName,
+    extra_prefix: &'static str,
+}
+
+static IMPERSONATE_NAMES: IdentityHeaderNames = IdentityHeaderNames {
+    user: &IMPERSONATE_USER,
+    group: &IMPERSONATE_GROUP,
+    uid: &IMPERSONATE_UID,
+    extra_prefix: "impersonate-extra-",
+};
+
+static REQUESTHEADER_NAMES: IdentityHeaderNames = IdentityHeaderNames {
+    user: &X_REMOTE_USER,
+    group: &X_REMOTE_GROUP,
+    uid: &X_REMOTE_UID,
+    extra_prefix: "x-remote-extra-",
+};
+
+/// Adds the identity headers. `system:authenticated` and `system:unauthenticated` are left out:
+/// the apiserver adds them itself (impersonation and `AuthenticatedGroupAdder`), and sending them
+/// would need the right to impersonate those groups. Values that cannot be header values (control
+/// characters) are dropped: they cannot come from a valid credential.
+fn add_identity(headers: &mut HeaderMap, identity: &Identity, names: &IdentityHeaderNames) {
+    if let Ok(user) = HeaderValue::from_str(&identity.user) {
+        headers.insert(names.user.clone(), user);
+    }
+    if !identity.uid.is_empty() {
+        if let Ok(uid) = HeaderValue::from_str(&identity.uid) {
+            headers.insert(names.uid.clone(), uid);
+        }
+    }
+    let groups = identity
+        .groups
+        .iter()
+        .filter(|g| *g != AUTHENTICATED_GROUP && *g != UNAUTHENTICATED_GROUP);
+    for group in groups {
+        if let Ok(value) = HeaderValue::from_str(group) {
+            headers.append(names.group.clone(), value);
+        }
+    }
+    for (key, values) in &identity.extra {
+        let name = format!("{}{}", names.extra_prefix, escape_extra_key(key));
+        let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else {
+            continue;
+        };
+        for value in values {
+            if let Ok(value) = HeaderValue::from_str(value) {
+                headers.append(name.clone(), value);
+            }
+        }
+    }
+}
+
+/// Percent-encodes an extra key for a header name as client-go's `headerKeyEscape` does
+/// (`transport/round_trippers.go`): every byte that is not an RFC 7230 token character, and `%`
+/// itself, becomes `%XX` (upper-case hex). The apiserver reverses it with `url.PathUnescape`.
+pub fn escape_extra_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for b in key.bytes() {
+        if is_token_byte(b) && b != b'%' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Appends the peer to `X-Forwarded-For` (joining existing values with `, ` as Go's
+/// `httputil.ReverseProxy` does).
+fn append_forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
+    let previous: Vec<&str> = headers
+        .get_all(&X_FORWARDED_FOR)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let joined = if previous.is_empty() {
+        peer.to_string()
+    } else {
+        format!("{}, {peer}", previous.join(", "))
+    };
+    if let Ok(value) = HeaderValue::from_str(&joined) {
+        headers.insert(X_FORWARDED_FOR.clone(), value);
+    }
+}
+
+/// Prepares upstream response headers for the caller: hop-by-hop headers go, except the
+/// `Connection`/`Upgrade` pair of a `101 Switching Protocols`.
+pub fn prepare_response_headers(headers: &mut HeaderMap, switching_protocols: bool) {
+    strip_hop_by_hop(headers, switching_protocols);
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,76 @@
+//! A TLS fake apiserver that verifies (optional) client certificates, and the upstream
+//! configuration a proxy needs for it: CA file, front-proxy client certificate and token file.
+
+use std::collections::HashMap;
+
+use kube_apf_proxy::proxy::{Forwarder, IdentityForwarding, UpstreamClient, UpstreamConfig};
+
+use super::fake_apiserver::{FakeApiserver, FakeOptions, FakeTls, ReviewedUser};
+use super::pki::TestCa;
+use super::{alice, forwarder_config, TestProxy, REQUEST_TIMEOUT};
+
+/// The proxy's token in [`TlsWorld`].
+pub const PROXY_TOKEN: &str = "proxy-token";
+/// The token the fake's TokenReview accepts (for user `bob`).
+pub const GOOD_TOKEN: &str = "good";
+
+/// The fake, its files and the matching upstream configuration.
+pub struct TlsWorld {
+    /// The fake apiserver (TLS; client certificates verified against a separate client CA).
+    pub fake: FakeApiserver,
+    /// Holds the CA, certificate, key and token files.
+    pub dir: tempfile::TempDir,
+    /// `--upstream` and friends pointing at the fake.
+    pub config: UpstreamConfig,
+}
+
+impl TlsWorld {
+    /// Starts the fake; `h2` offers HTTP/2 by ALPN.
+    pub async fn start(h2: bool) -> Self {
+        let ca = TestCa::new("upstream-ca");
+        let client_ca = TestCa::new("client-ca");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let proxy_cert = client_ca.client_cert("front-proxy", Some("proxies"));
+        let (cert_file, key_file) = proxy_cert.write(dir.path(), "proxy");
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, format!("{PROXY_TOKEN}\n")).expect("write token");
+        let tokens = HashMap::from([(
+            GOOD_TOKEN.to_string(),
+            ReviewedUser {
+                username: "bob".into(),
+                uid: "bob-uid".into(),
+                groups: vec!["team".into()],
+            },
+        )]);
+        let fake = FakeApiserver::start(FakeOptions {
+            tls: Some(FakeTls {
+                serving: ca.server_cert(),
+                client_ca: Some(client_ca),
+                h2,
+            }),
+            tokens,
+        })
+        .await;
+        let config = UpstreamConfig {
+            upstream: Some(fake.url.clone()),
+            ca_file: Some(ca.write(dir.path(), "ca.crt")),
+            client_cert_file: Some(cert_file),
+            client_key_file: Some(key_file),
+            token_file: Some(token_file),
+            kubeconfig: None,
+        };
+        TlsWorld { fake, dir, config }
+    }
+
+    /// An upstream client for the fake.
+    pub fn client(&self) -> UpstreamClient {
+        UpstreamClient::new(self.config.resolve().expect("resolve")).expect("client")
+    }
+
+    /// A test front forwarding as [`alice`] in `mode`.
+    pub async fn proxy(&self, mode: IdentityForwarding) -> TestProxy {
+        let forwarder = Forwarder::new(self.client(), forwarder_config(mode, REQUEST_TIMEOUT))
+            .expect("forwarder");
+        TestProxy::start(forwarder, alice()).await
+    }
+}

@@ -1,0 +1,136 @@
+//! Reaching the upstream from a kubeconfig: inline CA and token, insecure-skip-tls-verify, and
+//! a certificate that does not verify.
+
+mod support;
+
+use std::time::Duration;
+
+use base64::Engine;
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use kube_apf_proxy::auth::Identity;
+use kube_apf_proxy::proxy::{
+    ForgeableHeaders, Forwarder, ForwarderConfig, IdentityForwarding, TokenReviewTransport,
+    TransportError, UpstreamClient, UpstreamConfig,
+};
+use support::fake_apiserver::{FakeApiserver, FakeOptions, FakeTls};
+use support::pki::TestCa;
+use support::{body, http1_client, read_json, TestProxy};
+
+fn kubeconfig(server: &str, cluster: &str, user: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: ctx\nclusters:\n- name: c\n  cluster:\n    server: {server}\n{cluster}users:\n- name: u\n  user:\n{user}contexts:\n- name: ctx\n  context:\n    cluster: c\n    user: u\n"
+    )
+}
+
+fn b64(text: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+async fn tls_fake(ca: &TestCa) -> FakeApiserver {
+    FakeApiserver::start(FakeOptions {
+        tls: Some(FakeTls {
+            serving: ca.server_cert(),
+            client_ca: None,
+            h2: true,
+        }),
+        tokens: Default::default(),
+    })
+    .await
+}
+
+/// Forwards one GET in impersonate mode through a proxy configured by `kubeconfig`.
+async fn get_through(kubeconfig_text: &str) -> (http::StatusCode, serde_json::Value) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("kubeconfig");
+    std::fs::write(&path, kubeconfig_text).expect("write");
+    let resolved = UpstreamConfig {
+        kubeconfig: Some(path),
+        ..UpstreamConfig::default()
+    }
+    .resolve()
+    .expect("resolve");
+    let config = ForwarderConfig {
+        mode: IdentityForwarding::Impersonate,
+        request_timeout: Duration::from_secs(60),
+        forgeable: ForgeableHeaders::default(),
+    };
+    let forwarder =
+        Forwarder::new(UpstreamClient::new(resolved).expect("client"), config).expect("forwarder");
+    let identity = Identity::authenticated("carol", "", vec![]);
+    let proxy = TestProxy::start(forwarder, identity).await;
+    let request = Request::get(proxy.url("/api/v1/namespaces/ns/pods/web"))
+        .body(body(Bytes::new()))
+        .expect("request");
+    let response = http1_client().request(request).await.expect("response");
+    let status = response.status();
+    (status, read_json(response).await)
+}
+
+#[tokio::test]
+async fn kubeconfig_with_inline_ca_and_token_reaches_the_upstream() {
+    let ca = TestCa::new("kube-ca");
+    let fake = tls_fake(&ca).await;
+    let text = kubeconfig(
+        &fake.url,
+        &format!("    certificate-authority-data: {}\n", b64(&ca.cert_pem())),
+        "    token: kubeconfig-token\n",
+    );
+    let (status, pod) = get_through(&text).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(pod["metadata"]["name"], "web");
+    let seen = fake.last_request();
+    assert_eq!(
+        seen.header_values("authorization"),
+        ["Bearer kubeconfig-token"]
+    );
+    assert_eq!(seen.header_values("impersonate-user"), ["carol"]);
+}
+
+#[tokio::test]
+async fn insecure_skip_tls_verify_accepts_an_unknown_server_certificate() {
+    let fake = tls_fake(&TestCa::new("unknown-ca")).await;
+    let text = kubeconfig(
+        &fake.url,
+        "    insecure-skip-tls-verify: true\n",
+        "    token: t\n",
+    );
+    let (status, _) = get_through(&text).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_server_certificate_from_another_ca_is_refused_with_a_503_status() {
+    let fake = tls_fake(&TestCa::new("real-ca")).await;
+    let other = TestCa::new("other-ca");
+    let text = kubeconfig(
+        &fake.url,
+        &format!(
+            "    certificate-authority-data: {}\n",
+            b64(&other.cert_pem())
+        ),
+        "    token: t\n",
+    );
+    let (status, body) = get_through(&text).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["reason"], "ServiceUnavailable");
+    assert!(fake.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_token_review_that_cannot_connect_is_a_retryable_connection_error() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    let resolved = UpstreamConfig {
+        upstream: Some(format!("http://{addr}")),
+        ..UpstreamConfig::default()
+    }
+    .resolve()
+    .expect("resolve");
+    let client = UpstreamClient::new(resolved).expect("client");
+    let got = client.review(Bytes::from_static(b"{}")).await;
+    assert!(matches!(got, Err(TransportError::Connection(_))), "{got:?}");
+}
