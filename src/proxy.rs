@@ -32,7 +32,7 @@ pub use forward::{ForwardRequest, Forwarder, ForwarderConfig, ForwarderConfigErr
 pub use headers::{escape_extra_key, ForgeableHeaders, IdentityForwarding};
 pub use kubeconfig::{Kubeconfig, KubeconfigContext, KubeconfigError, PemSource};
 pub use timeout::{effective_timeout, parse_go_duration, GoDurationError};
-pub use token_review::{TokenReviewTransport, TransportError, TOKEN_REVIEW_PATH};
+pub use token_review::TOKEN_REVIEW_PATH;
 pub use upstream_config::{
     ClientIdentity, Credential, InClusterEnv, ResolvedUpstream, UpstreamConfig,
     UpstreamConfigError, IN_CLUSTER_SERVICE_ACCOUNT_DIR,

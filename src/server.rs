@@ -19,11 +19,8 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use http::{Request, Response};
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use rustls_pki_types::CertificateDer;
 
@@ -37,18 +34,7 @@ pub use options::{
 pub use shutdown::{shutdown_channel, ShutdownSignal, ShutdownTrigger};
 pub use tls::{build_server_tls, load_client_ca_roots, ServerTls, TlsError, TlsSettings};
 
-/// A boxed error, as bodies and services carry them.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// The body of every response the server writes (the same definition as `proxy::ProxyBody`).
-pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
-
-/// A body of one in-memory chunk.
-pub fn full_body(bytes: impl Into<Bytes>) -> ProxyBody {
-    Full::new(bytes.into())
-        .map_err(|never| match never {})
-        .boxed_unsync()
-}
+pub use crate::proxy::{full_body, BoxError, ProxyBody};
 
 /// Who is on the other end of a connection; in the extensions of every request.
 #[derive(Debug, Clone)]

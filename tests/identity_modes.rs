@@ -5,9 +5,9 @@ mod support;
 
 use bytes::Bytes;
 use http::{Request, StatusCode, Version};
+use kube_apf_proxy::auth::TokenReviewTransport;
 use kube_apf_proxy::proxy::{
-    Forwarder, ForwarderConfigError, IdentityForwarding, TokenReviewTransport, UpstreamClient,
-    UpstreamConfig,
+    Forwarder, ForwarderConfigError, IdentityForwarding, UpstreamClient, UpstreamConfig,
 };
 use support::fake_apiserver::FakeApiserver;
 use support::tls_world::{TlsWorld, GOOD_TOKEN, PROXY_TOKEN};

@@ -8,10 +8,10 @@ use std::time::Duration;
 use base64::Engine;
 use bytes::Bytes;
 use http::{Request, StatusCode};
-use kube_apf_proxy::auth::Identity;
+use kube_apf_proxy::auth::{Identity, TokenReviewTransport, TransportError};
 use kube_apf_proxy::proxy::{
-    ForgeableHeaders, Forwarder, ForwarderConfig, IdentityForwarding, TokenReviewTransport,
-    TransportError, UpstreamClient, UpstreamConfig,
+    ForgeableHeaders, Forwarder, ForwarderConfig, IdentityForwarding, UpstreamClient,
+    UpstreamConfig,
 };
 use support::fake_apiserver::{FakeApiserver, FakeOptions, FakeTls};
 use support::pki::TestCa;

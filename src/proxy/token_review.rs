@@ -1,8 +1,4 @@
 //! TokenReview over the upstream client, for the `auth` module's webhook token authenticator.
-//!
-//! The trait and [`TransportError`] are copied verbatim from the `auth` branch
-//! (`src/auth/webhook.rs`) because `auth` has not landed on `main` yet; once it has, delete them
-//! here and `use crate::auth::{TokenReviewTransport, TransportError}`; the impl stays.
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -12,36 +8,13 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::client::UpstreamAuth;
 use super::{full_body, BoxError, UpstreamClient, UpstreamError};
+use crate::auth::{TokenReviewTransport, TransportError};
 
 /// The path TokenReviews are POSTed to.
 pub const TOKEN_REVIEW_PATH: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
 
 /// Largest TokenReview response read (a review holds a user, groups and extras).
 const MAX_TOKEN_REVIEW_RESPONSE: usize = 1024 * 1024;
-
-/// Sends TokenReviews to the upstream. Implemented by the proxy over its upstream client.
-pub trait TokenReviewTransport: Send + Sync + 'static {
-    /// POSTs a TokenReview (authentication.k8s.io/v1, JSON) to the upstream and returns status +
-    /// body. The request body holds a bearer token: never log it. Bound the response body
-    /// (a TokenReview answer is small; 1 MiB is ample) and map connection failures to
-    /// [`TransportError::Connection`] so they are retried.
-    fn review(
-        &self,
-        body: Bytes,
-    ) -> BoxFuture<'static, Result<(StatusCode, Bytes), TransportError>>;
-}
-
-/// A TokenReview call that got no HTTP response.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TransportError {
-    /// The connection failed, was reset or was lost: retried, like the apiserver's
-    /// `IsConnectionReset` / `IsHTTP2ConnectionLost`.
-    #[error("connection to the upstream failed: {0}")]
-    Connection(String),
-    /// Any other failure: not retried.
-    #[error("{0}")]
-    Other(String),
-}
 
 impl From<UpstreamError> for TransportError {
     fn from(error: UpstreamError) -> Self {
