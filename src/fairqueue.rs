@@ -6,6 +6,8 @@
 
 pub mod borrowing;
 pub mod limits;
+pub mod queueset;
+pub mod seat_seconds;
 pub mod shuffle_sharding;
 
 use std::time::Duration;
