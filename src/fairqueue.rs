@@ -7,6 +7,7 @@
 pub mod borrowing;
 pub mod limits;
 pub mod queueset;
+pub mod retry_after;
 pub mod seat_seconds;
 pub mod shuffle_sharding;
 
