@@ -4,6 +4,7 @@
 //! `apf_controller.go`. The queue set and the allocations are sans-I/O (time is passed in); the
 //! async admission wraps them for tokio.
 
+pub mod admission;
 pub mod borrowing;
 pub mod limits;
 pub mod queueset;
