@@ -6,6 +6,7 @@
 
 pub mod admission;
 pub mod borrowing;
+pub mod controller;
 pub mod limits;
 pub mod queueset;
 pub mod retry_after;

@@ -221,3 +221,12 @@ async fn final_seats_are_held_for_the_additional_latency_without_delaying_the_ca
     assert_eq!(next.waited(), Duration::from_millis(50));
     assert_eq!(l.stats().seats_in_use, 1);
 }
+
+#[test]
+fn flow_hash_is_the_apiservers_sha256_prefix() {
+    assert_eq!(
+        hash_flow_id("service-accounts", "alice"),
+        14505522530951734521
+    );
+    assert_eq!(hash_flow_id("catch-all", ""), 7733929212674924205);
+}
