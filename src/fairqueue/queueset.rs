@@ -14,8 +14,10 @@
 //! - `totSeatsWaiting` is decremented by the seats that were added (the apiserver subtracts the
 //!   clamped MaxSeats, which drifts when FinalSeats exceeds the limit).
 //!
-//! Cost: arrival, cancellation and completion are O(1) plus O(log n) for the deadline index;
-//! dispatch scans the queues that have waiting requests, O(queues) like the apiserver.
+//! Cost: arrival, cancellation and completion are O(1) in the slab plus O(log n) for the deadline
+//! index of waiting requests; choosing the queue to dispatch from is O(log queues) through an
+//! index ordered by virtual finish time (the apiserver scans every queue, O(queues)); tests check
+//! the index against that scan on every dispatch.
 
 mod dispatch;
 mod dump;
@@ -44,8 +46,9 @@ pub struct QueueSet<W = ()> {
     dealer: Option<Dealer>,
     concurrency_limit: u32,
     queues: Vec<Queue>,
-    /// Bit per queue: has waiting requests.
-    nonempty: Vec<u64>,
+    /// `(nextDispatchR + head.totalWork, queue)` of every queue with waiting requests: the
+    /// dispatch order, so choosing a queue is O(log queues) instead of a scan.
+    by_finish: BTreeSet<(SeatSeconds, u32)>,
     store: Store<W>,
     deadlines: BTreeSet<(Instant, u32)>,
     events: Vec<Event<W>>,
@@ -78,7 +81,7 @@ impl<W> QueueSet<W> {
             dealer: None,
             concurrency_limit,
             queues: Vec::new(),
-            nonempty: Vec::new(),
+            by_finish: BTreeSet::new(),
             store: Store::new(),
             deadlines: BTreeSet::new(),
             events: Vec::new(),
@@ -121,7 +124,7 @@ impl<W> QueueSet<W> {
             }
             self.hand_size = s.hand_size;
             self.queue_length_limit = s.queue_length_limit;
-            self.rebuild_nonempty();
+            self.rebuild_finish_index();
         }
         self.config = config;
         self.dealer = dealer;
@@ -367,16 +370,18 @@ impl<W> QueueSet<W> {
             self.active_queues += 1;
         }
         self.store.push_back(q, id.index);
-        set_bit(&mut self.nonempty, qi, true);
         self.waiting += 1;
         self.seats_waiting += seats;
-        if let Some(d) = deadline {
-            self.deadlines.insert((d, id.index));
-        }
         self.bound_next_dispatch(qi);
         self.dispatch_as_much_as_possible(now);
         match self.store.get(id).map(|e| e.phase) {
-            Some(Phase::Waiting { .. }) => Started::Queued(id),
+            Some(Phase::Waiting { .. }) => {
+                // Indexed only once it really waits: most arrivals are dispatched at once.
+                if let Some(d) = deadline {
+                    self.deadlines.insert((d, id.index));
+                }
+                Started::Queued(id)
+            }
             _ => {
                 // The caller learns this from the return value, not from an event.
                 if let Some(pos) = self.events.iter().rposition(|e| e.id == id) {
@@ -433,9 +438,6 @@ impl<W> QueueSet<W> {
         self.waiting -= 1;
         self.seats_waiting -= u64::from(entry.waiting_seats);
         let q = &self.queues[qi];
-        if q.len == 0 {
-            set_bit(&mut self.nonempty, qi, false);
-        }
         if !q.is_active() {
             self.active_queues -= 1;
         }
@@ -454,20 +456,30 @@ impl<W> QueueSet<W> {
         self.remove_queue_if_surplus(qi);
     }
 
-    fn rebuild_nonempty(&mut self) {
-        self.nonempty = vec![0; self.queues.len().div_ceil(64)];
-        for (i, q) in self.queues.iter().enumerate() {
-            set_bit(&mut self.nonempty, i, q.len > 0);
+    /// Recomputes the whole dispatch index (after queues are added, removed or renumbered, or
+    /// every reading of R moved).
+    fn rebuild_finish_index(&mut self) {
+        self.by_finish.clear();
+        for qi in 0..self.queues.len() {
+            self.queues[qi].finish_key = None;
+            self.refresh_finish_key(qi);
         }
     }
-}
 
-fn set_bit(bits: &mut [u64], i: usize, on: bool) {
-    let (word, bit) = (i / 64, 1u64 << (i % 64));
-    if on {
-        bits[word] |= bit;
-    } else {
-        bits[word] &= !bit;
+    /// Brings queue `qi`'s entry in the dispatch index up to date.
+    fn refresh_finish_key(&mut self, qi: usize) {
+        let q = &self.queues[qi];
+        let key = (q.len > 0).then(|| q.next_dispatch_r + self.store.at(q.head).total_work);
+        if key == q.finish_key {
+            return;
+        }
+        if let Some(old) = q.finish_key {
+            self.by_finish.remove(&(old, qi as u32));
+        }
+        if let Some(new) = key {
+            self.by_finish.insert((new, qi as u32));
+        }
+        self.queues[qi].finish_key = key;
     }
 }
 

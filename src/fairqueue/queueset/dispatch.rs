@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::store::Phase;
 use super::{
-    set_bit, Event, EventKind, QueueSet, QueueSetError, QueuingConfig, Removal, RequestId,
+    Event, EventKind, QueueSet, QueueSetError, QueuingConfig, Removal, RequestId,
     ESTIMATED_SERVICE_DURATION,
 };
 use crate::fairqueue::seat_seconds::SeatSeconds;
@@ -76,6 +76,7 @@ impl<W> QueueSet<W> {
                 }
             }
         }
+        self.rebuild_finish_index();
         self.counters.epoch_advances[usize::from(!success)] += 1;
         tracing::info!(success, new_r = %self.current_r, "Advancing epoch");
     }
@@ -141,9 +142,6 @@ impl<W> QueueSet<W> {
         q.executing += 1;
         q.seats_in_use += seats;
         q.next_dispatch_r += total_work;
-        if q.len == 0 {
-            set_bit(&mut self.nonempty, qi, false);
-        }
         self.bound_next_dispatch(qi);
         self.events.push(Event {
             id,
@@ -154,23 +152,42 @@ impl<W> QueueSet<W> {
     }
 
     /// The first queue, in round-robin order from `robinIndex + 1`, whose head has the minimal
-    /// `nextDispatchR + totalWork` (strict `<`). Only queues with waiting requests are visited.
+    /// `nextDispatchR + totalWork` (what the apiserver's scan with strict `<` finds): among the
+    /// queues sharing the minimum, the first at or after the start, else the first overall.
     fn min_finish_queue(&self) -> Option<usize> {
+        let &(min, first) = self.by_finish.first()?;
+        let n = self.queues.len() as isize;
+        let start = (self.robin_index + 1).rem_euclid(n) as u32;
+        let chosen = match self.by_finish.range((min, start)..).next() {
+            Some(&(f, qi)) if f == min => qi,
+            _ => first,
+        };
+        #[cfg(test)]
+        assert_eq!(
+            Some(chosen as usize),
+            self.min_finish_queue_by_scan(),
+            "index agrees with the scan"
+        );
+        Some(chosen as usize)
+    }
+
+    /// The apiserver's O(queues) scan, kept as the oracle of the index in tests.
+    #[cfg(test)]
+    fn min_finish_queue_by_scan(&self) -> Option<usize> {
         let n = self.queues.len();
-        if n == 0 {
-            return None;
-        }
         let start = (self.robin_index + 1).rem_euclid(n as isize) as usize;
         let mut best: Option<(SeatSeconds, usize)> = None;
-        let mut consider = |qi: usize| {
+        for i in 0..n {
+            let qi = (start + i) % n;
             let q = &self.queues[qi];
+            if q.len == 0 {
+                continue;
+            }
             let finish = q.next_dispatch_r + self.store.at(q.head).total_work;
             if best.map_or(true, |(b, _)| finish < b) {
                 best = Some((finish, qi));
             }
-        };
-        for_each_set_bit(&self.nonempty, start, n, &mut consider);
-        for_each_set_bit(&self.nonempty, 0, start, &mut consider);
+        }
         best.map(|(_, qi)| qi)
     }
 
@@ -190,14 +207,15 @@ impl<W> QueueSet<W> {
         let Some(q) = self.queues.get(qi) else {
             return;
         };
-        if q.head == store_nil() {
-            return;
-        }
-        if let Phase::Waiting { arrival_r, .. } = self.store.at(q.head).phase {
-            if self.queues[qi].next_dispatch_r < arrival_r {
-                self.queues[qi].next_dispatch_r = arrival_r;
+        if q.head != store_nil() {
+            if let Phase::Waiting { arrival_r, .. } = self.store.at(q.head).phase {
+                if self.queues[qi].next_dispatch_r < arrival_r {
+                    self.queues[qi].next_dispatch_r = arrival_r;
+                }
             }
         }
+        // Every change to a queue's head or nextDispatchR ends here.
+        self.refresh_finish_key(qi);
     }
 
     /// The execution part of `finishRequestLocked`: charges the queue the real duration and
@@ -277,27 +295,10 @@ impl<W> QueueSet<W> {
         if self.robin_index >= qi as isize {
             self.robin_index -= 1;
         }
-        self.rebuild_nonempty();
+        self.rebuild_finish_index();
     }
 }
 
 fn store_nil() -> u32 {
     super::store::NIL
-}
-
-/// Calls `f` for every set bit in `[from, to)`, in increasing order.
-fn for_each_set_bit(bits: &[u64], from: usize, to: usize, f: &mut impl FnMut(usize)) {
-    let mut i = from;
-    while i < to {
-        let word = bits[i / 64] >> (i % 64);
-        if word == 0 {
-            i = (i / 64 + 1) * 64;
-            continue;
-        }
-        i += word.trailing_zeros() as usize;
-        if i < to {
-            f(i);
-        }
-        i += 1;
-    }
 }

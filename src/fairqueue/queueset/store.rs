@@ -79,6 +79,8 @@ pub(super) struct Queue {
     pub executing: u32,
     /// Seats held by this queue's executing and lingering requests.
     pub seats_in_use: u64,
+    /// This queue's key in the dispatch index, while it has waiting requests.
+    pub finish_key: Option<SeatSeconds>,
 }
 
 impl Queue {
@@ -91,6 +93,7 @@ impl Queue {
             next_dispatch_r: SeatSeconds::ZERO,
             executing: 0,
             seats_in_use: 0,
+            finish_key: None,
         }
     }
 
