@@ -97,6 +97,7 @@ struct LevelState {
 pub struct LevelQueues {
     name: Arc<str>,
     state: Mutex<LevelState>,
+    observer: Option<Arc<dyn AdmissionObserver>>,
 }
 
 impl std::fmt::Debug for LevelQueues {
@@ -115,12 +116,25 @@ impl LevelQueues {
         concurrency_limit: u32,
         now: Instant,
     ) -> Result<Arc<LevelQueues>, QueueSetError> {
+        Self::with_observer(name, config, concurrency_limit, now, None)
+    }
+
+    /// [`new`](Self::new), reporting queue and seat changes to `observer` (per-FlowSchema
+    /// metrics).
+    pub fn with_observer(
+        name: Arc<str>,
+        config: QueuingConfig,
+        concurrency_limit: u32,
+        now: Instant,
+        observer: Option<Arc<dyn AdmissionObserver>>,
+    ) -> Result<Arc<LevelQueues>, QueueSetError> {
         Ok(Arc::new(LevelQueues {
             name,
             state: Mutex::new(LevelState {
                 qs: QueueSet::new(config, concurrency_limit, now)?,
                 demand: SeatDemandIntegrator::new(now),
             }),
+            observer,
         }))
     }
 
@@ -138,58 +152,75 @@ impl LevelQueues {
     pub async fn admit(self: &Arc<Self>, req: AdmitRequest) -> Result<Seat, Rejection> {
         let arrived = Instant::now();
         let deadline = arrived + req.wait_limit;
+        let flow_schema = Arc::clone(&req.flow.flow_schema);
+        let seats = req.estimate.max_seats();
         let arrival = Arrival {
             estimate: req.estimate,
             hash: req.hash,
             deadline: Some(deadline),
             flow: req.flow,
         };
-        let (id, rx) = {
+        let (id, rx, queue_length) = {
             let mut st = self.lock();
             let started = st.qs.start_request(arrived, arrival);
             let out = match started {
-                Started::Executing(id) => Err(Ok(self.seat(id, Duration::ZERO))),
-                Started::Rejected(reason) => Err(Err(self.rejection(reason, Duration::ZERO))),
+                Started::Executing(id) => Err(Ok(st.qs.seats_of(id).map(|s| (id, s)))),
+                Started::Rejected(reason) => Err(Err(reason)),
                 Started::Queued(id) => {
                     let (tx, rx) = oneshot::channel();
                     // Just queued under this lock: it is waiting.
                     let _ = st.qs.set_waiter(id, tx);
-                    Ok((id, rx))
+                    let len = st.qs.queue_of(id).map_or(0, |q| st.qs.queue_len(q));
+                    Ok((id, rx, len))
                 }
             };
             after_change(&mut st, arrived);
             match out {
                 Ok(waiting) => waiting,
-                Err(answer) => return answer,
+                Err(Ok(Some((id, held)))) => {
+                    drop(st);
+                    return Ok(self.seat(id, Duration::ZERO, flow_schema, held));
+                }
+                Err(Ok(None)) => return Err(self.rejection(RejectReason::TimeOut, Duration::ZERO)),
+                Err(Err(reason)) => return Err(self.rejection(reason, Duration::ZERO)),
             }
         };
+        if let Some(o) = &self.observer {
+            o.enqueued(&self.name, &flow_schema, seats, queue_length);
+        }
         let mut guard = WaitGuard {
             level: Arc::clone(self),
             id: Some(id),
+            flow_schema,
+            seats,
+            arrived,
         };
         let woken = tokio::time::timeout_at(deadline, rx).await.is_ok();
         let now = Instant::now();
         let waited = now.saturating_duration_since(arrived);
-        let mut st = self.lock();
         guard.id = None;
-        let state = st.qs.state(id);
-        match state {
-            Some(RequestState::Executing) => {
-                drop(st);
-                Ok(self.seat(id, waited))
-            }
+        let flow_schema = Arc::clone(&guard.flow_schema);
+        let mut st = self.lock();
+        let outcome = match st.qs.state(id) {
+            Some(RequestState::Executing) => Ok(st.qs.seats_of(id).unwrap_or(seats)),
             Some(RequestState::Waiting) => {
                 // The timer fired first (or the waiter vanished, which cannot happen while we
                 // hold the level): the wait limit is reached.
                 debug_assert!(!woken, "woken while still waiting");
                 st.qs.cancel(id, now, Removal::TimedOut);
                 after_change(&mut st, now);
-                Err(self.rejection(RejectReason::TimeOut, waited))
+                Err(())
             }
-            // Timed out by the queue set (its own deadline check) or never queued.
-            Some(RequestState::Lingering) | None => {
-                Err(self.rejection(RejectReason::TimeOut, waited))
-            }
+            // Timed out by the queue set (its own deadline check).
+            Some(RequestState::Lingering) | None => Err(()),
+        };
+        drop(st);
+        if let Some(o) = &self.observer {
+            o.dequeued(&self.name, &flow_schema, seats, outcome.is_ok());
+        }
+        match outcome {
+            Ok(held) => Ok(self.seat(id, waited, flow_schema, held)),
+            Err(()) => Err(self.rejection(RejectReason::TimeOut, waited)),
         }
     }
 
@@ -245,11 +276,16 @@ impl LevelQueues {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn seat(self: &Arc<Self>, id: RequestId, waited: Duration) -> Seat {
+    fn seat(self: &Arc<Self>, id: RequestId, waited: Duration, fs: Arc<str>, seats: u32) -> Seat {
+        if let Some(o) = &self.observer {
+            o.seats_changed(&self.name, &fs, i64::from(seats));
+        }
         Seat {
             level: Arc::clone(self),
             id: Some(id),
             waited,
+            flow_schema: fs,
+            seats,
         }
     }
 
@@ -263,7 +299,7 @@ impl LevelQueues {
     }
 
     /// Ends the execution of `id`; its final seats linger on a timer if it has any.
-    fn release(self: &Arc<Self>, id: RequestId) {
+    fn release(self: &Arc<Self>, id: RequestId, fs: Arc<str>, seats: u32) {
         let now = Instant::now();
         let finished = self.with_queue_set(now, |qs| qs.finish(id, now));
         let Ok(fin) = finished else {
@@ -271,12 +307,14 @@ impl LevelQueues {
             return;
         };
         let Some(linger) = fin.linger else {
+            self.note_released(&fs, seats);
             return;
         };
         let level = Arc::clone(self);
         let release_final = move || {
             let now = Instant::now();
             let _ = level.with_queue_set(now, |qs| qs.release_final_seats(id, now));
+            level.note_released(&fs, seats);
         };
         // The client is not delayed: the final seats are given back by a timer.
         match tokio::runtime::Handle::try_current() {
@@ -287,6 +325,12 @@ impl LevelQueues {
                 });
             }
             Err(_) => release_final(),
+        }
+    }
+
+    fn note_released(&self, fs: &str, seats: u32) {
+        if let Some(o) = &self.observer {
+            o.seats_changed(&self.name, fs, -i64::from(seats));
         }
     }
 }
@@ -309,6 +353,9 @@ fn after_change(st: &mut LevelState, now: Instant) {
 struct WaitGuard {
     level: Arc<LevelQueues>,
     id: Option<RequestId>,
+    flow_schema: Arc<str>,
+    seats: u32,
+    arrived: Instant,
 }
 
 impl Drop for WaitGuard {
@@ -317,16 +364,25 @@ impl Drop for WaitGuard {
             return;
         };
         let now = Instant::now();
-        let state = self.level.with_queue_set(now, |qs| {
+        let level = &self.level;
+        let (state, held) = level.with_queue_set(now, |qs| {
             let state = qs.state(id);
             if state == Some(RequestState::Waiting) {
                 qs.cancel(id, now, Removal::Cancelled);
             }
-            state
+            (state, qs.seats_of(id))
         });
-        if state == Some(RequestState::Executing) {
+        let dispatched = state == Some(RequestState::Executing);
+        if let Some(o) = &level.observer {
+            o.dequeued(&level.name, &self.flow_schema, self.seats, dispatched);
+            if state == Some(RequestState::Waiting) {
+                o.cancelled(&level.name, &self.flow_schema, now - self.arrived);
+            }
+        }
+        if let (true, Some(held)) = (dispatched, held) {
             // Dispatched while its caller was leaving: give the seats straight back.
-            self.level.release(id);
+            let fs = Arc::clone(&self.flow_schema);
+            drop(level.seat(id, Duration::ZERO, fs, held));
         }
     }
 }
@@ -340,6 +396,8 @@ pub struct Seat {
     level: Arc<LevelQueues>,
     id: Option<RequestId>,
     waited: Duration,
+    flow_schema: Arc<str>,
+    seats: u32,
 }
 
 impl Seat {
@@ -347,7 +405,8 @@ impl Seat {
     /// Later calls and the drop do nothing.
     pub fn finish_early(&mut self) {
         if let Some(id) = self.id.take() {
-            self.level.release(id);
+            self.level
+                .release(id, Arc::clone(&self.flow_schema), self.seats);
         }
     }
 
@@ -365,12 +424,43 @@ impl Seat {
     pub fn waited(&self) -> Duration {
         self.waited
     }
+
+    /// The seats held (MaxSeats, final seats clamped to the limit).
+    pub fn seats(&self) -> u32 {
+        self.seats
+    }
 }
 
 impl Drop for Seat {
     fn drop(&mut self) {
         self.finish_early();
     }
+}
+
+/// Hooks for the per-FlowSchema metrics (`current_inqueue_*`, `current_executing_seats`,
+/// `request_queue_length_after_enqueue`, `rejected_requests_total{reason="time-out"}` for callers
+/// that go away). Called outside the level's lock; every method defaults to nothing.
+pub trait AdmissionObserver: Send + Sync {
+    /// A request entered a queue, which now holds `queue_length` waiting requests.
+    fn enqueued(
+        &self,
+        _priority_level: &str,
+        _flow_schema: &str,
+        _seats: u32,
+        _queue_length: usize,
+    ) {
+    }
+
+    /// A request left its queue: dispatched, or not (timed out or its caller went away).
+    fn dequeued(&self, _priority_level: &str, _flow_schema: &str, _seats: u32, _dispatched: bool) {}
+
+    /// A waiting request's caller went away after `waited` (the apiserver counts it as rejected
+    /// with reason `time-out`; no [`Rejection`] reaches anyone).
+    fn cancelled(&self, _priority_level: &str, _flow_schema: &str, _waited: Duration) {}
+
+    /// Seats were taken (`delta > 0`, execution starts) or given back (`delta < 0`, after any
+    /// lingering), exempt levels included.
+    fn seats_changed(&self, _priority_level: &str, _flow_schema: &str, _delta: i64) {}
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 
-use super::admission::{AdmitRequest, LevelQueues, Rejection, Seat};
+use super::admission::{AdmissionObserver, AdmitRequest, LevelQueues, Rejection, Seat};
 use super::borrowing::{self, BorrowingOutcome, LevelDemand, SeatDemandStats};
 use super::limits::{self, LevelLimits};
 use super::queueset::{QueueSetError, QueueShape, QueuingConfig};
@@ -120,6 +120,7 @@ struct Inner {
 /// Every priority level's queue set, built from a [`Config`] and the server concurrency limit.
 pub struct FlowControl {
     server_cl: u32,
+    observer: Option<Arc<dyn AdmissionObserver>>,
     inner: Mutex<Inner>,
     snapshot: RwLock<Arc<Snapshot>>,
     dropped: Mutex<DroppedRequestsTracker>,
@@ -142,11 +143,22 @@ impl FlowControl {
         server_cl: u32,
         now: Instant,
     ) -> Result<(FlowControl, Vec<FlowControlError>), FlowControlError> {
+        Self::with_observer(config, server_cl, now, None)
+    }
+
+    /// [`new`](Self::new), with every level reporting to `observer` (per-FlowSchema metrics).
+    pub fn with_observer(
+        config: &Config,
+        server_cl: u32,
+        now: Instant,
+        observer: Option<Arc<dyn AdmissionObserver>>,
+    ) -> Result<(FlowControl, Vec<FlowControlError>), FlowControlError> {
         if server_cl == 0 {
             return Err(FlowControlError::ZeroServerConcurrency);
         }
         let fc = FlowControl {
             server_cl,
+            observer,
             inner: Mutex::new(Inner {
                 levels: BTreeMap::new(),
                 nominal_cl_sum: 0,
@@ -193,7 +205,8 @@ impl FlowControl {
                 None => {
                     // The limit is set below, once the shares of every level are known.
                     let name: Arc<str> = Arc::from(pl.name.as_str());
-                    match LevelQueues::new(name, qc, 0, now) {
+                    let observer = self.observer.clone();
+                    match LevelQueues::with_observer(name, qc, 0, now, observer) {
                         Ok(queues) => {
                             inner.levels.insert(pl.name.clone(), new_entry(pl, queues));
                             fresh.push(pl.name.clone());

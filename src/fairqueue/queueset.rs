@@ -233,6 +233,11 @@ impl<W> QueueSet<W> {
         })
     }
 
+    /// The seats a request holds or will hold (MaxSeats, final seats clamped at dispatch).
+    pub fn seats_of(&self, id: RequestId) -> Option<u32> {
+        self.store.get(id).map(|e| e.max_seats())
+    }
+
     /// The request's queue index, if it went through a queue.
     pub fn queue_of(&self, id: RequestId) -> Option<usize> {
         self.store.get(id).and_then(|e| e.queue).map(|q| q as usize)

@@ -230,3 +230,80 @@ fn flow_hash_is_the_apiservers_sha256_prefix() {
     );
     assert_eq!(hash_flow_id("catch-all", ""), 7733929212674924205);
 }
+
+#[derive(Default)]
+struct Recorder(std::sync::Mutex<Vec<String>>);
+
+impl AdmissionObserver for Recorder {
+    fn enqueued(&self, pl: &str, fs: &str, seats: u32, queue_length: usize) {
+        self.push(format!("enqueued {pl} {fs} {seats} len={queue_length}"));
+    }
+    fn dequeued(&self, _: &str, _: &str, seats: u32, dispatched: bool) {
+        self.push(format!("dequeued {seats} dispatched={dispatched}"));
+    }
+    fn cancelled(&self, _: &str, _: &str, waited: Duration) {
+        self.push(format!("cancelled after {waited:?}"));
+    }
+    fn seats_changed(&self, _: &str, _: &str, delta: i64) {
+        self.push(format!("seats {delta:+}"));
+    }
+}
+
+impl Recorder {
+    fn push(&self, s: String) {
+        self.0.lock().expect("not poisoned").push(s);
+    }
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().expect("not poisoned"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn observer_sees_queueing_and_seats_per_flow_schema() {
+    let rec = Arc::new(Recorder::default());
+    let l = LevelQueues::with_observer(
+        Arc::from("workload-low"),
+        queued(8, 2, 50),
+        2,
+        Instant::now(),
+        Some(rec.clone()),
+    )
+    .expect("valid");
+    let mut wide = req(2, 1);
+    wide.estimate.final_seats = 2;
+    wide.estimate.additional_latency = Duration::from_millis(10);
+    let first = l.admit(wide).await.expect("free seats");
+    assert_eq!(rec.take(), vec!["seats +2"]);
+
+    let mut waiting = Box::pin(l.admit(req(1, 2)));
+    assert!(poll_once(&mut waiting).is_pending());
+    tokio::time::advance(Duration::from_millis(5)).await;
+    drop(waiting);
+    assert_eq!(
+        rec.take(),
+        vec![
+            "enqueued workload-low service-accounts 1 len=1",
+            "dequeued 1 dispatched=false",
+            "cancelled after 5ms",
+        ]
+    );
+
+    let l2 = Arc::clone(&l);
+    let next = tokio::spawn(async move { l2.admit(req(1, 3)).await });
+    tokio::task::yield_now().await;
+    drop(first);
+    assert_eq!(
+        rec.take(),
+        vec!["enqueued workload-low service-accounts 1 len=1"]
+    );
+    let second = next
+        .await
+        .expect("task")
+        .expect("dispatched after the lingering");
+    assert_eq!(
+        rec.take(),
+        vec!["seats -2", "dequeued 1 dispatched=true", "seats +1"]
+    );
+    drop(second);
+    assert_eq!(rec.take(), vec!["seats -1"]);
+}
