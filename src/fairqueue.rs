@@ -12,6 +12,7 @@ pub mod queueset;
 pub mod retry_after;
 pub mod seat_seconds;
 pub mod shuffle_sharding;
+pub mod work_estimate;
 
 use std::time::Duration;
 
