@@ -4,9 +4,13 @@
 //! `apf_controller.go`. The queue set and the allocations are sans-I/O (time is passed in); the
 //! async admission wraps them for tokio.
 
+pub mod admission;
 pub mod borrowing;
+pub mod controller;
 pub mod limits;
+pub mod queueset;
 pub mod retry_after;
+pub mod seat_seconds;
 pub mod shuffle_sharding;
 pub mod work_estimate;
 

@@ -1,0 +1,467 @@
+//! Async admission: wait for seats in a priority level's queue set.
+//!
+//! Mirrors the waiting half of `queueset.go` (`StartRequest` → `Finish` → `wait`) and
+//! `apf_filter.go: Handle`, over tokio: the sans-I/O [`QueueSet`] sits behind a mutex that is never
+//! held across an `.await`; a waiting request parks a oneshot sender in the queue set and is woken
+//! when it is dispatched or times out. The future's drop guard takes a request out of its queue the
+//! moment its caller goes away. [`Seat`] is the RAII value that releases the seats.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::borrowing::{IntegratorResults, SeatDemandIntegrator};
+use super::queueset::{
+    Arrival, Counters, FlowMeta, QueueSet, QueueSetDump, QueueSetError, QueuingConfig,
+    RejectReason, Removal, RequestId, RequestState, Started,
+};
+use super::WorkEstimate;
+
+/// The hard cap on a request's queue wait (`priority-and-fairness.go`: 1 min).
+pub const MAX_WAIT_LIMIT: Duration = Duration::from_secs(60);
+
+/// The wait limit for a request that may take `timeout` in all: a quarter of it, at most 1 min
+/// (`getRequestWaitContext`). The default request timeout of 60 s gives 15 s.
+pub fn wait_limit(timeout: Duration) -> Duration {
+    (timeout / 4).min(MAX_WAIT_LIMIT)
+}
+
+/// Mirrors `apf_controller.go: hashFlowID`: the first 8 bytes, little-endian, of
+/// SHA-256(`flow_schema` ‖ 0x00 ‖ `distinguisher`) — the shuffle-sharding entropy of a flow.
+pub fn hash_flow_id(flow_schema: &str, distinguisher: &str) -> u64 {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(flow_schema.as_bytes());
+    h.update([0u8]);
+    h.update(distinguisher.as_bytes());
+    let sum = h.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&sum[..8]);
+    u64::from_le_bytes(first)
+}
+
+/// A request refused by flow control: answered with 429 and `Retry-After`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("too many requests: {} at priority level {priority_level}", reason.as_str())]
+pub struct Rejection {
+    /// `queue-full`, `concurrency-limit` or `time-out`.
+    pub reason: RejectReason,
+    /// The priority level's name.
+    pub priority_level: Arc<str>,
+    /// How long it waited in its queue before giving up (zero for immediate rejections).
+    pub waited: Duration,
+    /// Seconds for the `Retry-After` header (1 unless the controller filled it in).
+    pub retry_after: u64,
+}
+
+/// What one request asks of a level.
+#[derive(Debug, Clone)]
+pub struct AdmitRequest {
+    /// Its seats.
+    pub estimate: WorkEstimate,
+    /// Its flow's hash (`hashFlowID(flowSchema, distinguisher)`).
+    pub hash: u64,
+    /// Its flow, for dumps.
+    pub flow: FlowMeta,
+    /// How long it may wait in a queue ([`wait_limit`]).
+    pub wait_limit: Duration,
+}
+
+/// Read-only figures of a level, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LevelStats {
+    /// Requests waiting.
+    pub waiting: u32,
+    /// Requests executing.
+    pub executing: u32,
+    /// Seats held (executing and lingering).
+    pub seats_in_use: u64,
+    /// Σ MaxSeats of waiting requests.
+    pub seats_waiting: u64,
+    /// The concurrency limit in force (currentCL).
+    pub concurrency_limit: u32,
+    /// Totals.
+    pub counters: Counters,
+}
+
+type Waiter = oneshot::Sender<()>;
+
+struct LevelState {
+    qs: QueueSet<Waiter>,
+    demand: SeatDemandIntegrator,
+}
+
+/// One priority level's queue set, shared by every request of the level.
+pub struct LevelQueues {
+    name: Arc<str>,
+    state: Mutex<LevelState>,
+    observer: Option<Arc<dyn AdmissionObserver>>,
+}
+
+impl std::fmt::Debug for LevelQueues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LevelQueues")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LevelQueues {
+    /// A level's queues with `config` and concurrency limit `concurrency_limit`.
+    pub fn new(
+        name: Arc<str>,
+        config: QueuingConfig,
+        concurrency_limit: u32,
+        now: Instant,
+    ) -> Result<Arc<LevelQueues>, QueueSetError> {
+        Self::with_observer(name, config, concurrency_limit, now, None)
+    }
+
+    /// [`new`](Self::new), reporting queue and seat changes to `observer` (per-FlowSchema
+    /// metrics).
+    pub fn with_observer(
+        name: Arc<str>,
+        config: QueuingConfig,
+        concurrency_limit: u32,
+        now: Instant,
+        observer: Option<Arc<dyn AdmissionObserver>>,
+    ) -> Result<Arc<LevelQueues>, QueueSetError> {
+        Ok(Arc::new(LevelQueues {
+            name,
+            state: Mutex::new(LevelState {
+                qs: QueueSet::new(config, concurrency_limit, now)?,
+                demand: SeatDemandIntegrator::new(now),
+            }),
+            observer,
+        }))
+    }
+
+    /// The priority level's name.
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// Waits until the request may execute, or is refused.
+    ///
+    /// Exempt levels answer at once; `Reject` levels answer at once with a seat or
+    /// `concurrency-limit`; queuing levels may answer `queue-full` at once, or a seat once
+    /// dispatched, or `time-out` after `wait_limit`. Dropping the future while it waits takes the
+    /// request out of its queue immediately.
+    pub async fn admit(self: &Arc<Self>, req: AdmitRequest) -> Result<Seat, Rejection> {
+        let arrived = Instant::now();
+        let deadline = arrived + req.wait_limit;
+        let flow_schema = Arc::clone(&req.flow.flow_schema);
+        let seats = req.estimate.max_seats();
+        let arrival = Arrival {
+            estimate: req.estimate,
+            hash: req.hash,
+            deadline: Some(deadline),
+            flow: req.flow,
+        };
+        let (id, rx, queue_length) = {
+            let mut st = self.lock();
+            let started = st.qs.start_request(arrived, arrival);
+            let out = match started {
+                Started::Executing(id) => Err(Ok(st.qs.seats_of(id).map(|s| (id, s)))),
+                Started::Rejected(reason) => Err(Err(reason)),
+                Started::Queued(id) => {
+                    let (tx, rx) = oneshot::channel();
+                    // Just queued under this lock: it is waiting.
+                    let _ = st.qs.set_waiter(id, tx);
+                    let len = st.qs.queue_of(id).map_or(0, |q| st.qs.queue_len(q));
+                    Ok((id, rx, len))
+                }
+            };
+            after_change(&mut st, arrived);
+            match out {
+                Ok(waiting) => waiting,
+                Err(Ok(Some((id, held)))) => {
+                    drop(st);
+                    return Ok(self.seat(id, Duration::ZERO, flow_schema, held));
+                }
+                Err(Ok(None)) => return Err(self.rejection(RejectReason::TimeOut, Duration::ZERO)),
+                Err(Err(reason)) => return Err(self.rejection(reason, Duration::ZERO)),
+            }
+        };
+        if let Some(o) = &self.observer {
+            o.enqueued(&self.name, &flow_schema, seats, queue_length);
+        }
+        let mut guard = WaitGuard {
+            level: Arc::clone(self),
+            id: Some(id),
+            flow_schema,
+            seats,
+            arrived,
+        };
+        let woken = tokio::time::timeout_at(deadline, rx).await.is_ok();
+        let now = Instant::now();
+        let waited = now.saturating_duration_since(arrived);
+        guard.id = None;
+        let flow_schema = Arc::clone(&guard.flow_schema);
+        let mut st = self.lock();
+        let outcome = match st.qs.state(id) {
+            Some(RequestState::Executing) => Ok(st.qs.seats_of(id).unwrap_or(seats)),
+            Some(RequestState::Waiting) => {
+                // The timer fired first (or the waiter vanished, which cannot happen while we
+                // hold the level): the wait limit is reached.
+                debug_assert!(!woken, "woken while still waiting");
+                st.qs.cancel(id, now, Removal::TimedOut);
+                after_change(&mut st, now);
+                Err(())
+            }
+            // Timed out by the queue set (its own deadline check).
+            Some(RequestState::Lingering) | None => Err(()),
+        };
+        drop(st);
+        if let Some(o) = &self.observer {
+            o.dequeued(&self.name, &flow_schema, seats, outcome.is_ok());
+        }
+        match outcome {
+            Ok(held) => Ok(self.seat(id, waited, flow_schema, held)),
+            Err(()) => Err(self.rejection(RejectReason::TimeOut, waited)),
+        }
+    }
+
+    /// Applies a new queuing configuration, keeping queued and executing requests.
+    pub fn reconfigure(&self, config: QueuingConfig, now: Instant) -> Result<(), QueueSetError> {
+        self.with_queue_set(now, |qs| qs.reconfigure(config, now))
+    }
+
+    /// Sets the concurrency limit and dispatches what now fits.
+    pub fn set_concurrency_limit(&self, concurrency_limit: u32, now: Instant) {
+        self.with_queue_set(now, |qs| qs.set_concurrency_limit(concurrency_limit, now));
+    }
+
+    /// The seat-demand statistics since the last call; starts a new period.
+    pub fn reset_seat_demand(&self, now: Instant) -> IntegratorResults {
+        let mut st = self.lock();
+        st.demand.reset(now)
+    }
+
+    /// The level's figures now.
+    pub fn stats(&self) -> LevelStats {
+        let st = self.lock();
+        LevelStats {
+            waiting: st.qs.waiting(),
+            executing: st.qs.executing(),
+            seats_in_use: st.qs.seats_in_use(),
+            seats_waiting: st.qs.seats_waiting(),
+            concurrency_limit: st.qs.concurrency_limit(),
+            counters: st.qs.counters(),
+        }
+    }
+
+    /// Every queue and request (debug endpoints).
+    pub fn dump(&self) -> QueueSetDump {
+        self.lock().qs.dump()
+    }
+
+    /// Nothing waiting, executing or holding final seats.
+    pub fn is_drained(&self) -> bool {
+        self.lock().qs.is_drained()
+    }
+
+    fn with_queue_set<R>(&self, now: Instant, f: impl FnOnce(&mut QueueSet<Waiter>) -> R) -> R {
+        let mut st = self.lock();
+        let r = f(&mut st.qs);
+        after_change(&mut st, now);
+        r
+    }
+
+    fn lock(&self) -> MutexGuard<'_, LevelState> {
+        // A panic while holding the lock cannot leave the counts half-updated in a way that
+        // is worse than refusing all further service, so keep going.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn seat(self: &Arc<Self>, id: RequestId, waited: Duration, fs: Arc<str>, seats: u32) -> Seat {
+        if let Some(o) = &self.observer {
+            o.seats_changed(&self.name, &fs, i64::from(seats));
+        }
+        Seat {
+            level: Arc::clone(self),
+            id: Some(id),
+            waited,
+            flow_schema: fs,
+            seats,
+        }
+    }
+
+    fn rejection(&self, reason: RejectReason, waited: Duration) -> Rejection {
+        Rejection {
+            reason,
+            priority_level: Arc::clone(&self.name),
+            waited,
+            retry_after: 1,
+        }
+    }
+
+    /// Ends the execution of `id`; its final seats linger on a timer if it has any.
+    fn release(self: &Arc<Self>, id: RequestId, fs: Arc<str>, seats: u32) {
+        let now = Instant::now();
+        let finished = self.with_queue_set(now, |qs| qs.finish(id, now));
+        let Ok(fin) = finished else {
+            tracing::error!(priority_level = %self.name, "Seat released twice or unknown");
+            return;
+        };
+        let Some(linger) = fin.linger else {
+            self.note_released(&fs, seats);
+            return;
+        };
+        let level = Arc::clone(self);
+        let release_final = move || {
+            let now = Instant::now();
+            let _ = level.with_queue_set(now, |qs| qs.release_final_seats(id, now));
+            level.note_released(&fs, seats);
+        };
+        // The client is not delayed: the final seats are given back by a timer.
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(async move {
+                    tokio::time::sleep(linger).await;
+                    release_final();
+                });
+            }
+            Err(_) => release_final(),
+        }
+    }
+
+    fn note_released(&self, fs: &str, seats: u32) {
+        if let Some(o) = &self.observer {
+            o.seats_changed(&self.name, fs, -i64::from(seats));
+        }
+    }
+}
+
+/// After every change: feed the seat-demand integrator and wake the requests that were
+/// dispatched or timed out.
+fn after_change(st: &mut LevelState, now: Instant) {
+    let demand = st.qs.seat_demand() as f64;
+    st.demand.set(demand, now);
+    for event in st.qs.drain_events() {
+        if let Some(tx) = event.waiter {
+            // The receiver may be gone (its future is being dropped); its guard then finds the
+            // request executing and releases it.
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Takes a waiting request out of its queue when the admitting future is dropped.
+struct WaitGuard {
+    level: Arc<LevelQueues>,
+    id: Option<RequestId>,
+    flow_schema: Arc<str>,
+    seats: u32,
+    arrived: Instant,
+}
+
+impl Drop for WaitGuard {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let now = Instant::now();
+        let level = &self.level;
+        let (state, held) = level.with_queue_set(now, |qs| {
+            let state = qs.state(id);
+            if state == Some(RequestState::Waiting) {
+                qs.cancel(id, now, Removal::Cancelled);
+            }
+            (state, qs.seats_of(id))
+        });
+        let dispatched = state == Some(RequestState::Executing);
+        if let Some(o) = &level.observer {
+            o.dequeued(&level.name, &self.flow_schema, self.seats, dispatched);
+            if state == Some(RequestState::Waiting) {
+                o.cancelled(&level.name, &self.flow_schema, now - self.arrived);
+            }
+        }
+        if let (true, Some(held)) = (dispatched, held) {
+            // Dispatched while its caller was leaving: give the seats straight back.
+            let fs = Arc::clone(&self.flow_schema);
+            drop(level.seat(id, Duration::ZERO, fs, held));
+        }
+    }
+}
+
+/// Seats held by an executing request. Dropping it (or [`finish_early`](Seat::finish_early))
+/// releases them exactly once and dispatches the next requests; final seats
+/// (`AdditionalLatency`) are released later by a timer without delaying the caller.
+#[derive(Debug)]
+#[must_use = "dropping a Seat releases it at once"]
+pub struct Seat {
+    level: Arc<LevelQueues>,
+    id: Option<RequestId>,
+    waited: Duration,
+    flow_schema: Arc<str>,
+    seats: u32,
+}
+
+impl Seat {
+    /// Releases the seats now while the caller carries on (a watch once it is initialised).
+    /// Later calls and the drop do nothing.
+    pub fn finish_early(&mut self) {
+        if let Some(id) = self.id.take() {
+            self.level
+                .release(id, Arc::clone(&self.flow_schema), self.seats);
+        }
+    }
+
+    /// Whether the seats are still held by this value.
+    pub fn is_held(&self) -> bool {
+        self.id.is_some()
+    }
+
+    /// The priority level's name.
+    pub fn priority_level(&self) -> &Arc<str> {
+        &self.level.name
+    }
+
+    /// How long the request waited in its queue.
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
+
+    /// The seats held (MaxSeats, final seats clamped to the limit).
+    pub fn seats(&self) -> u32 {
+        self.seats
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        self.finish_early();
+    }
+}
+
+/// Hooks for the per-FlowSchema metrics (`current_inqueue_*`, `current_executing_seats`,
+/// `request_queue_length_after_enqueue`, `rejected_requests_total{reason="time-out"}` for callers
+/// that go away). Called outside the level's lock; every method defaults to nothing.
+pub trait AdmissionObserver: Send + Sync {
+    /// A request entered a queue, which now holds `queue_length` waiting requests.
+    fn enqueued(
+        &self,
+        _priority_level: &str,
+        _flow_schema: &str,
+        _seats: u32,
+        _queue_length: usize,
+    ) {
+    }
+
+    /// A request left its queue: dispatched, or not (timed out or its caller went away).
+    fn dequeued(&self, _priority_level: &str, _flow_schema: &str, _seats: u32, _dispatched: bool) {}
+
+    /// A waiting request's caller went away after `waited` (the apiserver counts it as rejected
+    /// with reason `time-out`; no [`Rejection`] reaches anyone).
+    fn cancelled(&self, _priority_level: &str, _flow_schema: &str, _waited: Duration) {}
+
+    /// Seats were taken (`delta > 0`, execution starts) or given back (`delta < 0`, after any
+    /// lingering), exempt levels included.
+    fn seats_changed(&self, _priority_level: &str, _flow_schema: &str, _delta: i64) {}
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,395 @@
+//! Flow control over every priority level: configuration, limits, borrowing, admission.
+//!
+//! Mirrors the queue-set half of `apf_controller.go`: `lockAndDigestConfigObjects` (levels kept,
+//! changed, added; removed ones quiesce until idle, then go), `finishQueueSetReconfigsLocked`
+//! (limits from the shares of every level, quiescing ones included), `updateBorrowingLocked` (run
+//! after each digest and every 10 s), and `startRequest`/`Handle` for admission with the
+//! dropped-requests tracker's `Retry-After`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::time::Instant;
+
+use super::admission::{AdmissionObserver, AdmitRequest, LevelQueues, Rejection, Seat};
+use super::borrowing::{self, BorrowingOutcome, LevelDemand, SeatDemandStats};
+use super::limits::{self, LevelLimits};
+use super::queueset::{QueueSetError, QueueShape, QueuingConfig};
+use super::retry_after::DroppedRequestsTracker;
+use crate::config::{Config, PriorityLevel, PriorityLevelRef};
+
+/// Why flow control cannot be built or a level cannot be configured.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlowControlError {
+    /// `--max-requests-inflight` + `--max-mutating-requests-inflight` is 0.
+    #[error("the server concurrency limit is 0: API Priority and Fairness needs a positive limit")]
+    ZeroServerConcurrency,
+    /// A level's queuing parameters are unusable; the level is left out (or keeps its old shape).
+    #[error("priority level {name:?} has an invalid queuing configuration: {source}")]
+    Level {
+        /// The level.
+        name: String,
+        /// Why.
+        source: QueueSetError,
+    },
+}
+
+/// A priority level as a request sees it: captured once per request from a [`Snapshot`].
+#[derive(Debug, Clone)]
+pub struct LevelHandle {
+    queues: Arc<LevelQueues>,
+    priority_level: PriorityLevelRef,
+    max_seats: Option<u32>,
+}
+
+impl LevelHandle {
+    /// The level's object (name, uid for `X-Kubernetes-PF-PriorityLevel-UID`, spec).
+    pub fn priority_level(&self) -> &PriorityLevelRef {
+        &self.priority_level
+    }
+
+    /// Whether requests of this level are exempt.
+    pub fn is_exempt(&self) -> bool {
+        self.priority_level.is_exempt()
+    }
+
+    /// The per-request seat cap the work estimator applies (`MaxSeatsTracker`); `None` for
+    /// exempt and `Reject` levels.
+    pub fn max_seats(&self) -> Option<u32> {
+        self.max_seats
+    }
+
+    /// The level's queues (stats, dumps).
+    pub fn queues(&self) -> &Arc<LevelQueues> {
+        &self.queues
+    }
+}
+
+/// An immutable view for classifying and admitting requests: the configuration and its levels,
+/// swapped whole on reconfiguration so both always agree.
+#[derive(Debug)]
+pub struct Snapshot {
+    config: Arc<Config>,
+    levels: HashMap<String, LevelHandle>,
+}
+
+impl Snapshot {
+    /// The configuration to classify with.
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    /// The level a FlowSchema names.
+    pub fn level(&self, name: &str) -> Option<&LevelHandle> {
+        self.levels.get(name)
+    }
+}
+
+/// What the debug endpoints and metrics need about one level.
+#[derive(Debug, Clone)]
+pub struct LevelInfo {
+    /// The level's object.
+    pub priority_level: PriorityLevelRef,
+    /// Its queues.
+    pub queues: Arc<LevelQueues>,
+    /// Its static limits.
+    pub limits: LevelLimits,
+    /// Its current concurrency limit.
+    pub current_cl: u32,
+    /// Its seat-demand statistics.
+    pub stats: SeatDemandStats,
+    /// Removed from the configuration, draining.
+    pub quiescing: bool,
+}
+
+struct LevelEntry {
+    pl: PriorityLevelRef,
+    queues: Arc<LevelQueues>,
+    limits: LevelLimits,
+    stats: SeatDemandStats,
+    current_cl: u32,
+    quiescing: bool,
+}
+
+struct Inner {
+    levels: BTreeMap<String, LevelEntry>,
+    nominal_cl_sum: u32,
+}
+
+/// Every priority level's queue set, built from a [`Config`] and the server concurrency limit.
+pub struct FlowControl {
+    server_cl: u32,
+    observer: Option<Arc<dyn AdmissionObserver>>,
+    inner: Mutex<Inner>,
+    snapshot: RwLock<Arc<Snapshot>>,
+    dropped: Mutex<DroppedRequestsTracker>,
+}
+
+impl std::fmt::Debug for FlowControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowControl")
+            .field("server_cl", &self.server_cl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FlowControl {
+    /// Flow control for `config` with `server_cl` = max-requests-inflight +
+    /// max-mutating-requests-inflight. Levels whose queuing parameters are unusable are left out
+    /// and reported in the second value.
+    pub fn new(
+        config: &Config,
+        server_cl: u32,
+        now: Instant,
+    ) -> Result<(FlowControl, Vec<FlowControlError>), FlowControlError> {
+        Self::with_observer(config, server_cl, now, None)
+    }
+
+    /// [`new`](Self::new), with every level reporting to `observer` (per-FlowSchema metrics).
+    pub fn with_observer(
+        config: &Config,
+        server_cl: u32,
+        now: Instant,
+        observer: Option<Arc<dyn AdmissionObserver>>,
+    ) -> Result<(FlowControl, Vec<FlowControlError>), FlowControlError> {
+        if server_cl == 0 {
+            return Err(FlowControlError::ZeroServerConcurrency);
+        }
+        let fc = FlowControl {
+            server_cl,
+            observer,
+            inner: Mutex::new(Inner {
+                levels: BTreeMap::new(),
+                nominal_cl_sum: 0,
+            }),
+            snapshot: RwLock::new(Arc::new(Snapshot {
+                config: Arc::new(config.clone()),
+                levels: HashMap::new(),
+            })),
+            dropped: Mutex::new(DroppedRequestsTracker::new()),
+        };
+        let problems = fc.apply_config(config, now);
+        Ok((fc, problems))
+    }
+
+    /// The server concurrency limit.
+    pub fn server_concurrency_limit(&self) -> u32 {
+        self.server_cl
+    }
+
+    /// The current configuration and levels (one read lock and an `Arc` clone).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        Arc::clone(&self.snapshot.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Swaps in a new configuration without losing requests: kept levels are reconfigured in
+    /// place, new ones created, removed ones quiesce (serve what they hold, take nothing new,
+    /// then go). Limits are recomputed and borrowing runs at once. Returns the levels that
+    /// could not be (re)configured; they keep their previous shape or are left out.
+    pub fn apply_config(&self, config: &Config, now: Instant) -> Vec<FlowControlError> {
+        let mut problems = Vec::new();
+        let mut inner = self.lock_inner();
+        let mut fresh: Vec<String> = Vec::new();
+        for pl in config.priority_levels() {
+            let qc = queuing_config(pl);
+            match inner.levels.get_mut(&pl.name) {
+                Some(entry) => {
+                    if let Err(source) = entry.queues.reconfigure(qc, now) {
+                        problems.push(level_error(&pl.name, source));
+                        continue;
+                    }
+                    entry.pl = Arc::clone(pl);
+                    entry.quiescing = false;
+                }
+                None => {
+                    // The limit is set below, once the shares of every level are known.
+                    let name: Arc<str> = Arc::from(pl.name.as_str());
+                    let observer = self.observer.clone();
+                    match LevelQueues::with_observer(name, qc, 0, now, observer) {
+                        Ok(queues) => {
+                            inner.levels.insert(pl.name.clone(), new_entry(pl, queues));
+                            fresh.push(pl.name.clone());
+                        }
+                        Err(source) => problems.push(level_error(&pl.name, source)),
+                    }
+                }
+            }
+        }
+        let in_config = |name: &str| config.priority_level(name).is_some();
+        inner
+            .levels
+            .retain(|name, e| in_config(name) || !e.queues.is_drained());
+        for (name, e) in inner.levels.iter_mut() {
+            e.quiescing = !in_config(name);
+        }
+        self.recompute_limits(&mut inner, &fresh);
+        self.adjust_locked(&mut inner, now);
+        self.publish(&inner, config);
+        drop(inner);
+        self.lock_dropped().retain(|name| in_config(name));
+        problems
+    }
+
+    /// The periodic borrowing adjustment: call every [`borrowing::BORROWING_ADJUSTMENT_PERIOD`]
+    /// (10 s). Also lets drained quiescing levels go.
+    pub fn adjust_borrowing(&self, now: Instant) -> BorrowingOutcome {
+        let mut inner = self.lock_inner();
+        let before = inner.levels.len();
+        inner
+            .levels
+            .retain(|_, e| !(e.quiescing && e.queues.is_drained()));
+        if inner.levels.len() != before {
+            self.recompute_limits(&mut inner, &[]);
+        }
+        self.adjust_locked(&mut inner, now)
+    }
+
+    /// Admits a request to `level` (captured from [`snapshot`](Self::snapshot) when it was
+    /// classified). A rejection carries the level's current `Retry-After`.
+    pub async fn admit(&self, level: &LevelHandle, req: AdmitRequest) -> Result<Seat, Rejection> {
+        let mut rejection = match level.queues.admit(req).await {
+            Ok(seat) => return Ok(seat),
+            Err(r) => r,
+        };
+        let now_secs = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let mut dropped = self.lock_dropped();
+        dropped.record_dropped(&rejection.priority_level, now_secs);
+        rejection.retry_after = dropped.retry_after(&rejection.priority_level);
+        Err(rejection)
+    }
+
+    /// Every level, quiescing ones included, by name.
+    pub fn levels(&self) -> Vec<LevelInfo> {
+        self.lock_inner()
+            .levels
+            .values()
+            .map(|e| LevelInfo {
+                priority_level: Arc::clone(&e.pl),
+                queues: Arc::clone(&e.queues),
+                limits: e.limits,
+                current_cl: e.current_cl,
+                stats: e.stats,
+                quiescing: e.quiescing,
+            })
+            .collect()
+    }
+
+    fn recompute_limits(&self, inner: &mut Inner, fresh: &[String]) {
+        let pls: Vec<PriorityLevelRef> = inner.levels.values().map(|e| Arc::clone(&e.pl)).collect();
+        let refs: Vec<&PriorityLevel> = pls.iter().map(|p| p.as_ref()).collect();
+        let computed = level_limits(self.server_cl, &refs);
+        inner.nominal_cl_sum = limits::nominal_cl_sum(&computed);
+        for (e, l) in inner.levels.values_mut().zip(computed) {
+            e.limits = l;
+        }
+        for name in fresh {
+            if let Some(e) = inner.levels.get_mut(name) {
+                e.current_cl = e.limits.initial_current_cl();
+                e.stats = SeatDemandStats::default();
+            }
+        }
+    }
+
+    fn adjust_locked(&self, inner: &mut Inner, now: Instant) -> BorrowingOutcome {
+        let mut demands: Vec<LevelDemand> = inner
+            .levels
+            .values()
+            .map(|e| LevelDemand {
+                exempt: e.pl.is_exempt(),
+                limits: e.limits,
+                obs: e.queues.reset_seat_demand(now),
+                stats: e.stats,
+                current_cl: e.current_cl,
+            })
+            .collect();
+        let outcome =
+            borrowing::adjust_borrowing(self.server_cl, inner.nominal_cl_sum, &mut demands);
+        for (e, d) in inner.levels.values_mut().zip(&demands) {
+            e.stats = d.stats;
+            e.current_cl = d.current_cl;
+            e.queues.set_concurrency_limit(d.current_cl, now);
+        }
+        outcome
+    }
+
+    fn publish(&self, inner: &Inner, config: &Config) {
+        let levels = inner
+            .levels
+            .iter()
+            .filter(|(_, e)| !e.quiescing)
+            .map(|(name, e)| {
+                let handle = LevelHandle {
+                    queues: Arc::clone(&e.queues),
+                    priority_level: Arc::clone(&e.pl),
+                    max_seats: e.limits.max_seats,
+                };
+                (name.clone(), handle)
+            })
+            .collect();
+        let snapshot = Arc::new(Snapshot {
+            config: Arc::new(config.clone()),
+            levels,
+        });
+        *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = snapshot;
+    }
+
+    fn lock_inner(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_dropped(&self) -> MutexGuard<'_, DroppedRequestsTracker> {
+        self.dropped.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The static limits of every level (section (e)); one function so the source can change.
+fn level_limits(server_cl: u32, levels: &[&PriorityLevel]) -> Vec<LevelLimits> {
+    limits::compute_limits(server_cl, levels)
+}
+
+fn new_entry(pl: &PriorityLevelRef, queues: Arc<LevelQueues>) -> LevelEntry {
+    LevelEntry {
+        pl: Arc::clone(pl),
+        queues,
+        limits: LevelLimits {
+            nominal_cl: 0,
+            lendable_cl: 0,
+            borrowing_cl: 0,
+            min_cl: 0,
+            max_cl: 0,
+            max_seats: None,
+        },
+        stats: SeatDemandStats::default(),
+        current_cl: 0,
+        quiescing: false,
+    }
+}
+
+fn level_error(name: &str, source: QueueSetError) -> FlowControlError {
+    FlowControlError::Level {
+        name: name.to_string(),
+        source,
+    }
+}
+
+/// Mirrors `queueSetCompleterForPL`: exempt → no limit; `Reject` → no queues; `Queue` → its shape.
+/// Negative values (impossible after validation) become 0 and fail the dealer check.
+pub fn queuing_config(pl: &PriorityLevel) -> QueuingConfig {
+    if pl.is_exempt() {
+        return QueuingConfig::Exempt;
+    }
+    match pl.queuing() {
+        Some(q) => QueuingConfig::Queue(QueueShape {
+            queues: u32::try_from(q.queues).unwrap_or(0),
+            hand_size: u32::try_from(q.hand_size).unwrap_or(0),
+            queue_length_limit: u32::try_from(q.queue_length_limit).unwrap_or(0),
+        }),
+        None => QueuingConfig::Reject,
+    }
+}
+
+#[cfg(test)]
+mod tests;
