@@ -376,7 +376,11 @@ impl Drop for WaitGuard {
         if let Some(o) = &level.observer {
             o.dequeued(&level.name, &self.flow_schema, self.seats, dispatched);
             if state == Some(RequestState::Waiting) {
-                o.cancelled(&level.name, &self.flow_schema, now - self.arrived);
+                o.cancelled(
+                    &level.name,
+                    &self.flow_schema,
+                    now.saturating_duration_since(self.arrived),
+                );
             }
         }
         if let (true, Some(held)) = (dispatched, held) {
