@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -81,40 +80,28 @@ pub enum ClassifySource {
     Lines(String),
 }
 
-/// `kube-apf-proxy serve` (also the command when none is given): sets up logging, builds a
-/// multi-threaded runtime and serves until SIGTERM or Ctrl-C.
+/// `kube-apf-proxy serve` (also the command when none is given): sets up logging, loads the
+/// configuration (the embedded default without `--config-dir`), builds a multi-threaded runtime
+/// and serves until SIGTERM or Ctrl-C.
 pub fn serve(opts: ServeOptions) -> anyhow::Result<ExitCode> {
     server::init_logging(opts.log_format, opts.verbosity)?;
+    let config = match load_config(opts.config_dir.as_deref()) {
+        Ok(config) => config,
+        Err(LoadFailure::Invalid) => return Ok(ExitCode::from(1)),
+        Err(LoadFailure::Io(e)) => return Err(e.into()),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("kube-apf-proxy")
         .build()?;
-    runtime.block_on(server::run(opts, pipeline_handler()))?;
+    runtime.block_on(async {
+        let app = crate::app::App::start(opts, &config).await?;
+        server::wait_for_termination().await;
+        app.shutdown().await;
+        tracing::info!("Stopped");
+        anyhow::Ok(())
+    })?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The request pipeline behind the secure port.
-///
-/// Seam: until `proxy::Proxy::handle` lands, every request is answered 503 with a Status body.
-fn pipeline_handler() -> Arc<dyn server::Handler> {
-    Arc::new(|_request: http::Request<hyper::body::Incoming>| async {
-        let status = serde_json::json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": "the request pipeline is not built yet",
-            "reason": "ServiceUnavailable",
-            "code": 503,
-        });
-        let mut response = http::Response::new(server::full_body(status.to_string()));
-        *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
-        response.headers_mut().insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/json"),
-        );
-        response
-    })
 }
 
 /// `kube-apf-proxy check --config-dir DIR`.

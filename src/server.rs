@@ -232,7 +232,8 @@ impl Lifecycle {
 }
 
 /// Completes on SIGTERM or SIGINT (Ctrl-C).
-async fn wait_for_termination() {
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn wait_for_termination() {
     let ctrl_c = async {
         if let Err(err) = tokio::signal::ctrl_c().await {
             tracing::warn!(error = %err, "Cannot listen for Ctrl-C");

@@ -28,20 +28,6 @@ pub fn wait_limit(timeout: Duration) -> Duration {
     (timeout / 4).min(MAX_WAIT_LIMIT)
 }
 
-/// Mirrors `apf_controller.go: hashFlowID`: the first 8 bytes, little-endian, of
-/// SHA-256(`flow_schema` ‖ 0x00 ‖ `distinguisher`) — the shuffle-sharding entropy of a flow.
-pub fn hash_flow_id(flow_schema: &str, distinguisher: &str) -> u64 {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    h.update(flow_schema.as_bytes());
-    h.update([0u8]);
-    h.update(distinguisher.as_bytes());
-    let sum = h.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&sum[..8]);
-    u64::from_le_bytes(first)
-}
-
 /// A request refused by flow control: answered with 429 and `Retry-After`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("too many requests: {} at priority level {priority_level}", reason.as_str())]

@@ -225,10 +225,13 @@ async fn final_seats_are_held_for_the_additional_latency_without_delaying_the_ca
 #[test]
 fn flow_hash_is_the_apiservers_sha256_prefix() {
     assert_eq!(
-        hash_flow_id("service-accounts", "alice"),
+        crate::classify::flow_hash("service-accounts", "alice"),
         14505522530951734521
     );
-    assert_eq!(hash_flow_id("catch-all", ""), 7733929212674924205);
+    assert_eq!(
+        crate::classify::flow_hash("catch-all", ""),
+        7733929212674924205
+    );
 }
 
 #[derive(Default)]

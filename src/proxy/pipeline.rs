@@ -1,0 +1,362 @@
+//! The request pipeline behind the secure port: authenticate → request_info → classify → admit →
+//! forward → finish, as plain methods over a per-request context.
+//!
+//! Mirrors `k8s.io/apiserver/pkg/server/filters/priority-and-fairness.go` for what flow control
+//! does to a request, with the proxy notes of the APF reference: a watch holds its seats until the
+//! upstream's response head arrives (the analogue of "initialised"), long-running requests other
+//! than watches bypass flow control, and exempt requests are counted but never queued.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::HeaderValue;
+use http::{HeaderMap, Request, Response};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use tokio::time::Instant;
+
+use super::{effective_timeout, error_response, ForwardRequest, Forwarder, ProxyBody, ProxyError};
+use crate::auth::{AuthMethod, Authenticator, Identity};
+use crate::classify::{classify, Classification};
+use crate::fairqueue::admission::{wait_limit, AdmitRequest, Seat};
+use crate::fairqueue::controller::FlowControl;
+use crate::fairqueue::queueset::FlowMeta;
+use crate::fairqueue::work_estimate::{WatchGuard, WorkEstimator};
+use crate::fairqueue::WorkEstimate;
+use crate::request_info::{self, RequestInfo, RequestInfoError};
+use crate::server::ConnectionInfo;
+
+/// `X-Kubernetes-PF-FlowSchema-UID`: the matched FlowSchema's UID.
+pub const FLOW_SCHEMA_UID_HEADER: &str = "x-kubernetes-pf-flowschema-uid";
+/// `X-Kubernetes-PF-PriorityLevel-UID`: its priority level's UID.
+pub const PRIORITY_LEVEL_UID_HEADER: &str = "x-kubernetes-pf-prioritylevel-uid";
+
+/// Everything a request passes through.
+pub struct Proxy {
+    authenticator: Arc<Authenticator>,
+    flow_control: Arc<FlowControl>,
+    estimator: WorkEstimator,
+    forwarder: Forwarder,
+    request_timeout: Duration,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("request_timeout", &self.request_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one request has gathered so far; `finish` logs it.
+#[derive(Debug)]
+struct RequestContext {
+    received_at: Instant,
+    peer: Option<SocketAddr>,
+    method: http::Method,
+    auth_method: Option<AuthMethod>,
+    user: String,
+    info: Option<RequestInfo>,
+    classification: Option<Classification>,
+    estimate: Option<WorkEstimate>,
+    waited: Duration,
+}
+
+// === impl Proxy ===
+
+impl Proxy {
+    /// A pipeline over its parts; `request_timeout` is `--request-timeout`.
+    pub fn new(
+        authenticator: Arc<Authenticator>,
+        flow_control: Arc<FlowControl>,
+        estimator: WorkEstimator,
+        forwarder: Forwarder,
+        request_timeout: Duration,
+    ) -> Proxy {
+        Proxy {
+            authenticator,
+            flow_control,
+            estimator,
+            forwarder,
+            request_timeout,
+        }
+    }
+
+    /// The flow controller (for the admin endpoints and the periodic borrowing adjustment).
+    pub fn flow_control(&self) -> &Arc<FlowControl> {
+        &self.flow_control
+    }
+
+    /// The work estimator (its object counts are fed from the upstream's metrics).
+    pub fn estimator(&self) -> &WorkEstimator {
+        &self.estimator
+    }
+
+    /// Runs one request to its response. Never fails: every error becomes a response with a
+    /// Kubernetes `Status` body, and every request is logged once.
+    pub async fn handle<B>(self: Arc<Self>, request: Request<B>) -> Response<ProxyBody>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<super::BoxError>,
+    {
+        let mut ctx = RequestContext::new(&request);
+        let mut response = match self.run(&mut ctx, request).await {
+            Ok(response) => response,
+            Err(error) => error_response(&error),
+        };
+        if let Some(class) = &ctx.classification {
+            set_pf_headers(response.headers_mut(), class);
+        }
+        ctx.finish(response.status());
+        response
+    }
+
+    async fn run<B>(
+        &self,
+        ctx: &mut RequestContext,
+        request: Request<B>,
+    ) -> Result<Response<ProxyBody>, ProxyError>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<super::BoxError>,
+    {
+        let identity = self.authenticate(ctx, &request).await?;
+        let info = attributes(&request)?;
+        let query = request.uri().query().map(str::to_owned);
+        let long_running = request_info::is_long_running(&info);
+        ctx.info = Some(info.clone());
+        if long_running && info.verb != "watch" {
+            // Like the apiserver: exec, attach, port-forward, proxy and log follow bypass APF.
+            return self.forward(ctx, request, &identity, true).await;
+        }
+        let snapshot = self.flow_control.snapshot();
+        let class = classify(snapshot.config(), &identity, &info);
+        ctx.classification = Some(class.clone());
+        let level =
+            snapshot
+                .level(&class.priority_level.name)
+                .ok_or_else(|| ProxyError::Internal {
+                    message: format!(
+                        "priority level {:?} has no queues",
+                        class.priority_level.name
+                    ),
+                })?;
+        let now = Instant::now();
+        let estimate = self
+            .estimator
+            .estimate(&info, query.as_deref(), level.max_seats(), now);
+        ctx.estimate = Some(estimate);
+        let timeout = if long_running {
+            self.request_timeout
+        } else {
+            effective_timeout(query.as_deref(), self.request_timeout)?
+        };
+        let admit = AdmitRequest {
+            estimate,
+            hash: class.flow_hash,
+            flow: FlowMeta {
+                flow_schema: Arc::from(class.flow_schema.name.as_str()),
+                flow_distinguisher: class.flow_distinguisher.clone(),
+            },
+            wait_limit: wait_limit(timeout).saturating_sub(now - ctx.received_at),
+        };
+        let mut seat = match self.flow_control.admit(level, admit).await {
+            Ok(seat) => seat,
+            Err(rejection) => {
+                ctx.waited = rejection.waited;
+                return Err(ProxyError::TooManyRequests {
+                    retry_after_seconds: u32::try_from(rejection.retry_after).unwrap_or(u32::MAX),
+                });
+            }
+        };
+        ctx.waited = seat.waited();
+        if info.verb == "watch" {
+            let watch = self.estimator.watches().register(&info, query.as_deref());
+            let response = self.forward(ctx, request, &identity, true).await;
+            // The watch is established upstream once its response head is here: its seats go
+            // back to the level while the stream goes on (the tracker entry stays until the end).
+            seat.finish_early();
+            return response.map(|r| r.map(|body| SeatBody::wrap(body, None, watch)));
+        }
+        let response = self.forward(ctx, request, &identity, false).await?;
+        Ok(response.map(|body| SeatBody::wrap(body, Some(seat), None)))
+    }
+
+    async fn authenticate<B>(
+        &self,
+        ctx: &mut RequestContext,
+        request: &Request<B>,
+    ) -> Result<Identity, ProxyError> {
+        let peer_certificates = request
+            .extensions()
+            .get::<ConnectionInfo>()
+            .and_then(|c| c.peer_certificates.clone());
+        let result = self
+            .authenticator
+            .authenticate(
+                request.headers(),
+                peer_certificates.as_deref().map(Vec::as_slice),
+            )
+            .await;
+        match result {
+            Ok(authenticated) => {
+                ctx.auth_method = Some(authenticated.method);
+                ctx.user.clone_from(&authenticated.identity.user);
+                Ok(authenticated.identity)
+            }
+            Err(error) => {
+                tracing::debug!(%error, "Authentication failed");
+                Err(ProxyError::Unauthorized {
+                    message: "Unauthorized".to_string(),
+                })
+            }
+        }
+    }
+
+    async fn forward<B>(
+        &self,
+        ctx: &RequestContext,
+        request: Request<B>,
+        identity: &Identity,
+        long_running: bool,
+    ) -> Result<Response<ProxyBody>, ProxyError>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<super::BoxError>,
+    {
+        let forward = ForwardRequest {
+            identity,
+            long_running,
+            peer: ctx.peer,
+            received_at: Some(ctx.received_at),
+        };
+        self.forwarder.forward(request, forward).await
+    }
+}
+
+/// The request's attributes, or the status the apiserver gives when it cannot derive them.
+fn attributes<B>(request: &Request<B>) -> Result<RequestInfo, ProxyError> {
+    let target = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    request_info::parse(request.method().as_str(), target).map_err(|error| match error {
+        // The apiserver's RequestInfo filter answers this with 500 "failed to create RequestInfo".
+        RequestInfoError::NoKindAndNamespace(_) => ProxyError::Internal {
+            message: format!("failed to create RequestInfo: {error}"),
+        },
+        // Go's HTTP server refuses these before any handler runs.
+        RequestInfoError::InvalidEscape(_) | RequestInfoError::InvalidTarget(_) => {
+            ProxyError::BadRequest {
+                message: error.to_string(),
+            }
+        }
+    })
+}
+
+/// Sets `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID` (UIDs, empty for
+/// implied mandatory objects, as the apiserver sends them).
+fn set_pf_headers(headers: &mut HeaderMap, class: &Classification) {
+    for (name, uid) in [
+        (FLOW_SCHEMA_UID_HEADER, &class.flow_schema.uid),
+        (PRIORITY_LEVEL_UID_HEADER, &class.priority_level.uid),
+    ] {
+        // Validation keeps UIDs to header-safe text; a value that is not is left out.
+        if let Ok(value) = HeaderValue::from_str(uid) {
+            headers.insert(name, value);
+        }
+    }
+}
+
+// === impl RequestContext ===
+
+impl RequestContext {
+    fn new<B>(request: &Request<B>) -> Self {
+        RequestContext {
+            received_at: Instant::now(),
+            peer: request
+                .extensions()
+                .get::<ConnectionInfo>()
+                .map(|c| c.remote_addr),
+            method: request.method().clone(),
+            auth_method: None,
+            user: String::new(),
+            info: None,
+            classification: None,
+            estimate: None,
+            waited: Duration::ZERO,
+        }
+    }
+
+    /// One access-log event per request. Never a token: only the user name and attributes.
+    fn finish(&self, status: http::StatusCode) {
+        let info = self.info.as_ref();
+        let class = self.classification.as_ref();
+        tracing::info!(
+            target: "kube_apf_proxy::access",
+            method = %self.method,
+            user = %self.user,
+            auth = self.auth_method.map_or("", AuthMethod::as_str),
+            verb = info.map_or("", |i| i.verb.as_str()),
+            path = info.map_or("", |i| i.path.as_str()),
+            resource = info.map_or("", |i| i.resource.as_str()),
+            namespace = info.map_or("", |i| i.namespace.as_str()),
+            flow_schema = class.map_or("", |c| c.flow_schema.name.as_str()),
+            priority_level = class.map_or("", |c| c.priority_level.name.as_str()),
+            seats = self.estimate.map_or(0, |e| e.max_seats()),
+            queue_wait_ms = self.waited.as_secs_f64() * 1e3,
+            status = status.as_u16(),
+            duration_ms = self.received_at.elapsed().as_secs_f64() * 1e3,
+            "Request"
+        );
+    }
+}
+
+/// A response body that owns the request's seats and watch registration, and lets go of them at
+/// the end of the stream, on error, or when the caller goes away (the body is dropped).
+struct SeatBody {
+    inner: ProxyBody,
+    seat: Option<Seat>,
+    watch: Option<WatchGuard>,
+}
+
+impl SeatBody {
+    fn wrap(inner: ProxyBody, seat: Option<Seat>, watch: Option<WatchGuard>) -> ProxyBody {
+        if seat.is_none() && watch.is_none() {
+            return inner;
+        }
+        SeatBody { inner, seat, watch }.boxed_unsync()
+    }
+
+    fn release(&mut self) {
+        self.seat = None;
+        self.watch = None;
+    }
+}
+
+impl Body for SeatBody {
+    type Data = Bytes;
+    type Error = super::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => self.release(),
+            Poll::Ready(Some(Ok(_))) if self.inner.is_end_stream() => self.release(),
+            Poll::Ready(Some(Ok(_))) | Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
