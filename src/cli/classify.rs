@@ -13,11 +13,19 @@ use std::process::ExitCode;
 use anyhow::Context;
 use serde::Serialize;
 
+use std::collections::HashMap;
+
 use super::{ClassifyInput, ClassifySource};
 use crate::auth::Identity;
 use crate::classify::{classify, Classification};
 use crate::config::Config;
-use crate::request_info::{RequestInfo, RequestInfoError};
+use crate::fairqueue::limits::compute_limits;
+use crate::fairqueue::work_estimate::WorkEstimator;
+use crate::request_info::{self, RequestInfo};
+
+/// The server concurrency limit `classify` assumes: the defaults of `--max-requests-inflight`
+/// (400) and `--max-mutating-requests-inflight` (200). It sets each level's `maxSeats`.
+pub const DEFAULT_SERVER_CONCURRENCY_LIMIT: u32 = 600;
 
 /// The longest input line read; a longer one yields an error line and is skipped.
 pub const MAX_LINE_BYTES: usize = 1 << 20;
@@ -55,11 +63,11 @@ pub fn run(config_dir: Option<&Path>, source: ClassifySource) -> anyhow::Result<
         Err(super::LoadFailure::Invalid) => return Ok(ExitCode::from(2)),
         Err(super::LoadFailure::Io(e)) => return Err(e.into()),
     };
-    let parse = crate::request_info::parse;
+    let classifier = Classifier::new(&config, DEFAULT_SERVER_CONCURRENCY_LIMIT);
     let mut out = BufWriter::new(io::stdout().lock());
     let summary = match source {
         ClassifySource::One(input) => {
-            let ok = write_one(&config, &input, &parse, &mut out)?;
+            let ok = classifier.write_one(&input, &mut out)?;
             Summary {
                 classified: usize::from(ok),
                 failed: usize::from(!ok),
@@ -67,11 +75,11 @@ pub fn run(config_dir: Option<&Path>, source: ClassifySource) -> anyhow::Result<
         }
         ClassifySource::Lines(path) if path == "-" => {
             // Interactive use reads one request and expects its answer at once.
-            classify_lines(&config, io::stdin().lock(), &mut out, true, &parse)?
+            classifier.classify_lines(io::stdin().lock(), &mut out, true)?
         }
         ClassifySource::Lines(path) => {
             let file = File::open(&path).with_context(|| format!("opening {path}"))?;
-            classify_lines(&config, BufReader::new(file), &mut out, false, &parse)?
+            classifier.classify_lines(BufReader::new(file), &mut out, false)?
         }
     };
     out.flush()?;
@@ -82,87 +90,123 @@ pub fn run(config_dir: Option<&Path>, source: ClassifySource) -> anyhow::Result<
     })
 }
 
-/// Classifies JSON lines from `input`, writing one line per request to `out`. Blank lines are
-/// skipped. `parse` derives a request's attributes (the real parser outside tests).
-pub fn classify_lines<P>(
-    config: &Config,
-    mut input: impl BufRead,
-    out: &mut impl Write,
-    flush_each: bool,
-    parse: &P,
-) -> io::Result<Summary>
-where
-    P: Fn(&str, &str) -> Result<RequestInfo, RequestInfoError>,
-{
-    let mut summary = Summary::default();
-    let mut buf = Vec::new();
-    while let Some(complete) = read_bounded_line(&mut input, &mut buf)? {
-        let ok = if !complete {
-            write_error(out, &format!("line longer than {MAX_LINE_BYTES} bytes"))?;
-            false
-        } else {
-            match line_to_input(&buf) {
-                Ok(None) => continue,
-                Ok(Some(request)) => write_one(config, &request, parse, out)?,
-                Err(message) => {
-                    write_error(out, &message)?;
-                    false
-                }
-            }
-        };
-        if ok {
-            summary.classified += 1;
-        } else {
-            summary.failed += 1;
-        }
-        if flush_each {
-            out.flush()?;
+/// Classifies requests against one configuration, with the work estimator's seats.
+#[derive(Debug)]
+pub struct Classifier<'a> {
+    config: &'a Config,
+    estimator: WorkEstimator,
+    /// Each queuing level's `maxSeats` at the assumed server concurrency limit.
+    max_seats: HashMap<String, Option<u32>>,
+}
+
+impl<'a> Classifier<'a> {
+    /// A classifier over `config`, with limits computed at `server_cl` and an estimator that
+    /// knows no object counts (so lists, watches and writes cost what the apiserver charges for
+    /// unknown resources: 1 seat).
+    pub fn new(config: &'a Config, server_cl: u32) -> Self {
+        let levels: Vec<_> = config.priority_levels().map(|pl| pl.as_ref()).collect();
+        let max_seats = levels
+            .iter()
+            .zip(compute_limits(server_cl, &levels))
+            .map(|(pl, limits)| (pl.name.clone(), limits.max_seats))
+            .collect();
+        Classifier {
+            config,
+            estimator: WorkEstimator::default(),
+            max_seats,
         }
     }
-    Ok(summary)
-}
 
-/// Classifies one request and writes its line; `false` when the line is an error.
-pub fn write_one<P>(
-    config: &Config,
-    input: &ClassifyInput,
-    parse: &P,
-    out: &mut impl Write,
-) -> io::Result<bool>
-where
-    P: Fn(&str, &str) -> Result<RequestInfo, RequestInfoError>,
-{
-    let info = match parse(&input.method, &input.url) {
-        Ok(info) => info,
-        Err(err) => {
-            write_error(out, &err.to_string())?;
-            return Ok(false);
+    /// Classifies JSON lines from `input`, writing one line per request to `out`. Blank lines
+    /// are skipped.
+    pub fn classify_lines(
+        &self,
+        mut input: impl BufRead,
+        out: &mut impl Write,
+        flush_each: bool,
+    ) -> io::Result<Summary> {
+        let mut summary = Summary::default();
+        let mut buf = Vec::new();
+        while let Some(complete) = read_bounded_line(&mut input, &mut buf)? {
+            let ok = if !complete {
+                write_error(out, &format!("line longer than {MAX_LINE_BYTES} bytes"))?;
+                false
+            } else {
+                match line_to_input(&buf) {
+                    Ok(None) => continue,
+                    Ok(Some(request)) => self.write_one(&request, out)?,
+                    Err(message) => {
+                        write_error(out, &message)?;
+                        false
+                    }
+                }
+            };
+            if ok {
+                summary.classified += 1;
+            } else {
+                summary.failed += 1;
+            }
+            if flush_each {
+                out.flush()?;
+            }
         }
-    };
-    let identity = identity_of(input);
-    let classification = classify(config, &identity, &info);
-    let hand = classification.hand();
-    let line = Classified {
-        request_info: &info,
-        flow_schema: &classification.flow_schema.name,
-        priority_level: &classification.priority_level.name,
-        flow_distinguisher: &classification.flow_distinguisher,
-        exempt: classification.is_exempt(),
-        seats: estimated_seats(&info, &classification),
-        flow_hash: hand.map(|_| classification.flow_hash.to_string()),
-        hand: hand.as_ref().map(|h| h.as_slice()),
-    };
-    serde_json::to_writer(&mut *out, &line)?;
-    out.write_all(b"\n")?;
-    Ok(true)
+        Ok(summary)
+    }
+
+    /// Classifies one request and writes its line; `false` when the line is an error.
+    pub fn write_one(&self, input: &ClassifyInput, out: &mut impl Write) -> io::Result<bool> {
+        let target = request_target(&input.url);
+        let info = match request_info::parse(&input.method, target) {
+            Ok(info) => info,
+            Err(err) => {
+                write_error(out, &err.to_string())?;
+                return Ok(false);
+            }
+        };
+        let identity = identity_of(input);
+        let classification = classify(self.config, &identity, &info);
+        let hand = classification.hand();
+        let query = target.split_once('?').map(|(_, q)| q);
+        let line = Classified {
+            request_info: &info,
+            flow_schema: &classification.flow_schema.name,
+            priority_level: &classification.priority_level.name,
+            flow_distinguisher: &classification.flow_distinguisher,
+            exempt: classification.is_exempt(),
+            seats: self.seats(&info, query, &classification),
+            flow_hash: hand.map(|_| classification.flow_hash.to_string()),
+            hand: hand.as_ref().map(|h| h.as_slice()),
+        };
+        serde_json::to_writer(&mut *out, &line)?;
+        out.write_all(b"\n")?;
+        Ok(true)
+    }
+
+    /// The seats the request would occupy at its widest (`max(initial, final)` seats), capped
+    /// by its level's `maxSeats` as the proxy caps them.
+    pub fn seats(&self, info: &RequestInfo, query: Option<&str>, class: &Classification) -> u32 {
+        let max_seats = self
+            .max_seats
+            .get(&class.priority_level.name)
+            .copied()
+            .flatten();
+        let now = tokio::time::Instant::now();
+        self.estimator
+            .estimate(info, query, max_seats, now)
+            .max_seats()
+    }
 }
 
-/// The seats the request would occupy.
-///
-/// PENDING: always 1 until the work estimator (`fairqueue`, mirroring `request/width.go`) lands;
-/// replace this function's body with it.
-pub fn estimated_seats(_info: &RequestInfo, _classification: &Classification) -> u32 {
-    1
+/// The path and query of `url`: an absolute `http(s)://host/...` URL is reduced to them, as the
+/// server sees only the request target.
+fn request_target(url: &str) -> &str {
+    let Some(rest) = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+    else {
+        return url;
+    };
+    rest.find(['/', '?']).map_or("/", |i| &rest[i..])
 }
 
 /// The caller of an input: anonymous without a user name (`system:anonymous` in

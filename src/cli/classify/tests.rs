@@ -1,29 +1,12 @@
 use super::*;
 use crate::classify::flow_hash;
-use crate::classify::tests::support::{bootstrap_config, non_resource};
-
-/// Stands in for the request-info parser: two known targets, everything else invalid.
-fn fake_parse(method: &str, url: &str) -> Result<RequestInfo, RequestInfoError> {
-    match url {
-        "/healthz" => Ok(non_resource(&method.to_lowercase(), "/healthz")),
-        "/api/v1/namespaces/ns/pods?watch=true" => Ok(RequestInfo {
-            is_resource_request: true,
-            path: "/api/v1/namespaces/ns/pods".into(),
-            verb: "watch".into(),
-            api_prefix: "api".into(),
-            api_version: "v1".into(),
-            namespace: "ns".into(),
-            resource: "pods".into(),
-            parts: Some(vec!["pods".into()]),
-            ..RequestInfo::default()
-        }),
-        _ => Err(RequestInfoError::InvalidTarget(url.into())),
-    }
-}
+use crate::classify::tests::support::bootstrap_config;
 
 fn run_lines(input: &[u8]) -> (Vec<String>, Summary) {
     let mut out = Vec::new();
-    let summary = classify_lines(&bootstrap_config(), input, &mut out, false, &fake_parse)
+    let config = bootstrap_config();
+    let summary = Classifier::new(&config, DEFAULT_SERVER_CONCURRENCY_LIMIT)
+        .classify_lines(input, &mut out, false)
         .expect("writing to a Vec cannot fail");
     let text = String::from_utf8(out).expect("output is UTF-8");
     (text.lines().map(String::from).collect(), summary)
@@ -87,7 +70,7 @@ fn bad_lines_give_error_lines_in_order_and_the_run_goes_on() {
         "",
         "   ",
         r#"{"method":"GET","url":"/healthz","colour":"blue"}"#,
-        r#"{"method":"GET","url":"*"}"#,
+        r#"{"method":"GET","url":"/api/v1/pods%zz"}"#,
         long.as_str(),
     ] {
         input.extend_from_slice(line.as_bytes());
@@ -112,7 +95,7 @@ fn bad_lines_give_error_lines_in_order_and_the_run_goes_on() {
     assert!(errors[2]
         .as_deref()
         .is_some_and(|e| e.contains("unknown field `colour`")));
-    assert_eq!(errors[3].as_deref(), Some(r#"invalid request target "*""#));
+    assert_eq!(errors[3].as_deref(), Some(r#"invalid URL escape "%zz""#));
     assert!(errors[4]
         .as_deref()
         .is_some_and(|e| e.contains("longer than")));
@@ -157,4 +140,23 @@ fn named_user_is_authenticated_and_keeps_uid_and_extra() {
     assert_eq!(identity.extra["scopes"], ["a"]);
     let anonymous = identity_of(&ClassifyInput::default());
     assert_eq!(anonymous, Identity::anonymous());
+}
+
+#[test]
+fn seats_come_from_the_work_estimator_capped_by_the_level() {
+    // A list whose query does not decode costs the list cap, which global-default's maxSeats
+    // (8 at a server limit of 600) lowers; a get costs 1.
+    let (lines, _) = run_lines(
+        concat!(
+            r#"{"method":"GET","url":"/api/v1/pods?limit=abc","user":"alice"}"#,
+            "\n",
+            r#"{"method":"GET","url":"https://example.test/api/v1/namespaces/a/pods/p","user":"alice"}"#,
+        )
+        .as_bytes(),
+    );
+    let seats: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON")["seats"].clone())
+        .collect();
+    assert_eq!(seats, [8, 1]);
 }
