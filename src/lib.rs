@@ -10,5 +10,6 @@ pub mod classify;
 pub mod cli;
 pub mod config;
 pub mod fairqueue;
+pub mod metrics;
 pub mod request_info;
 pub mod server;
