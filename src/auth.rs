@@ -2,8 +2,65 @@
 //!
 //! Authenticators run in the apiserver's order (front-proxy request headers, client certificates,
 //! bearer tokens, anonymous) and produce an [`Identity`].
+//!
+//! The entry point is [`Authenticator`]: built once from an [`AuthConfig`], it answers
+//! [`Authenticator::authenticate`] per request. Mirrors the apiserver's delegating authenticator
+//! (`pkg/authentication/authenticatorfactory/delegating.go`): a union of front-proxy request
+//! headers, client certificates and bearer tokens (token file, then TokenReview against the
+//! upstream), wrapped in the `AuthenticatedGroupAdder`, then anonymous when enabled.
+//!
+//! Semantics worth knowing (all as the apiserver):
+//! - Each authenticator answers "no opinion", "authenticated" or "error". The first
+//!   "authenticated" wins; errors are collected and only reported when nobody authenticated.
+//!   A credential that was presented and rejected (a certificate that does not verify, an
+//!   unknown token, a failed TokenReview) therefore gives [`AuthError::Rejected`] — never
+//!   anonymous — unless another credential on the same request is accepted.
+//! - Front-proxy headers count only with a client certificate that verifies against the
+//!   requestheader CA and whose CN is allowed; a certificate from the client CA with forged
+//!   `X-Remote-User` is authenticated as its own CN.
+//! - Every failure is `401 Unauthorized`; a TokenReview that errors fails closed.
+//!
+//! Differences: the TokenReview cache is bounded and limits reviews in flight; a verified client
+//! chain is remembered (same bytes, at most 60s, never past `notAfter`); identity header
+//! values must be UTF-8; token file errors name the line; anonymous path conditions
+//! (structured authentication configuration) and OIDC / service-account / bootstrap token
+//! authenticators of kube-apiserver are not part of the proxy (TokenReview covers those tokens).
+
+mod bearer;
+mod cached;
+mod config;
+mod error;
+mod keyhash;
+mod requestheader;
+mod secret;
+mod stats;
+mod token_cache;
+mod tokenfile;
+mod union;
+mod webhook;
+mod websocket;
+mod x509;
+
+#[cfg(test)]
+mod fake_transport;
+#[cfg(test)]
+mod test_pki;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
+
+pub use bearer::is_credential_header;
+pub use config::{
+    AuthConfig, AuthConfigError, RequestHeaderConfig, RetryBackoff, TokenReviewConfig,
+};
+pub use error::{AuthError, CertError, CredentialError, CredentialKind, RequestHeaderError};
+pub use secret::{Secret, REDACTED};
+pub use stats::{AttemptResult, AuthStats, TokenCacheStats, TokenReviewStats};
+pub use tokenfile::TokenFileError;
+pub use union::{AuthMethod, Authenticated, Authenticator};
+pub use webhook::{TokenReviewError, TokenReviewTransport, TransportError};
+pub use websocket::strip_websocket_bearer_protocol;
 
 /// The group every authenticated user belongs to (added as the apiserver adds it).
 pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
@@ -55,6 +112,15 @@ impl Identity {
             uid: uid.into(),
             groups,
             extra: BTreeMap::new(),
+        }
+    }
+
+    /// Applies the `AuthenticatedGroupAdder` to an authenticator's raw answer, keeping `extra`.
+    fn into_authenticated(self) -> Self {
+        let extra = self.extra;
+        Identity {
+            extra,
+            ..Identity::authenticated(self.user, self.uid, self.groups)
         }
     }
 }

@@ -80,13 +80,74 @@ fn pipeline_handler() -> Arc<dyn server::Handler> {
 }
 
 /// `kube-apf-proxy check --config-dir DIR`.
-pub fn check(_config_dir: &Path) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("check is not built yet")
+///
+/// Valid: exit 0, a one-line summary on standard output, warnings (skipped objects, dangling
+/// FlowSchemas) on standard error. Invalid: exit 1, one line per problem on standard output
+/// (`FILE: KIND/NAME: FIELD.PATH: message`), warnings and a count on standard error.
+/// An unreadable directory or file is an error (exit 2 in `main`).
+pub fn check(config_dir: &Path) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    let print_warnings = |warnings: &[crate::config::Problem]| {
+        warnings.iter().for_each(|w| eprintln!("warning: {w}"))
+    };
+    let mut out = std::io::stdout().lock();
+    match crate::config::load_dir(config_dir) {
+        Ok(loaded) => {
+            print_warnings(&loaded.warnings);
+            let config = &loaded.config;
+            writeln!(
+                out,
+                "OK: {}: {} priority levels, {} FlowSchemas ({} dangling, skipped)",
+                config_dir.display(),
+                config.priority_levels().count(),
+                config.flow_schemas().len(),
+                config.dangling().len(),
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(crate::config::ConfigError::Invalid { problems, warnings }) => {
+            print_warnings(&warnings);
+            for problem in &problems {
+                writeln!(out, "{problem}")?;
+            }
+            eprintln!("{}: {} problem(s)", config_dir.display(), problems.len());
+            Ok(ExitCode::from(1))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// `kube-apf-proxy config dump [--config-dir DIR]`.
-pub fn config_dump(_config_dir: Option<&Path>) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("config dump is not built yet")
+///
+/// Writes the effective configuration as multi-document v1 YAML on standard output (see
+/// [`crate::config::to_yaml`]); warnings go to standard error. An invalid configuration prints
+/// its problems on standard error and exits 1.
+pub fn config_dump(config_dir: Option<&Path>) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    let print_warnings = |warnings: &[crate::config::Problem]| {
+        warnings.iter().for_each(|w| eprintln!("warning: {w}"))
+    };
+    let config = match config_dir {
+        None => crate::config::bootstrap(),
+        Some(dir) => match crate::config::load_dir(dir) {
+            Ok(loaded) => {
+                print_warnings(&loaded.warnings);
+                loaded.config
+            }
+            Err(crate::config::ConfigError::Invalid { problems, warnings }) => {
+                print_warnings(&warnings);
+                for problem in &problems {
+                    eprintln!("{problem}");
+                }
+                return Ok(ExitCode::from(1));
+            }
+            Err(e) => return Err(e.into()),
+        },
+    };
+    std::io::stdout()
+        .lock()
+        .write_all(crate::config::to_yaml(&config).as_bytes())?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `kube-apf-proxy classify`.

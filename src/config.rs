@@ -3,12 +3,145 @@
 //! Loading runs in separate steps — read files → parse documents (every API version) → default →
 //! validate (every problem, with its field path) → resolve — and ends in an immutable [`Config`].
 
+pub mod convert;
+pub mod defaults;
+mod dump;
+pub mod field;
+pub mod load;
 pub mod model;
+pub mod names;
+pub mod parse;
+pub mod raw;
+pub mod validate;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
+pub use dump::to_yaml;
 pub use model::*;
+
+/// Kubernetes' bootstrap objects (`pkg/apis/flowcontrol/bootstrap/default.go`), in v1 YAML.
+pub const BOOTSTRAP_YAML: &str = include_str!("config/bootstrap.yaml");
+
+/// One problem (or warning) found while loading: `FILE: KIND/NAME: FIELD.PATH: message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The file, as named by the directory and file name.
+    pub file: String,
+    /// `KIND/NAME`, `document N`, or empty when the problem is about the whole file.
+    pub object: String,
+    /// `FIELD.PATH: message`, or a message.
+    pub message: String,
+}
+
+impl Problem {
+    /// A problem in `file` about `object` (may be empty).
+    pub fn new(file: &str, object: &str, message: String) -> Problem {
+        Problem {
+            file: file.to_string(),
+            object: object.to_string(),
+            message,
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for part in [&self.file, &self.object] {
+            if !part.is_empty() {
+                write!(f, "{part}: ")?;
+            }
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The directory could not be listed.
+    #[error("cannot read configuration directory {}: {source}", dir.display())]
+    ReadDir {
+        /// The directory.
+        dir: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    ReadFile {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The files were read but the configuration is invalid.
+    #[error("invalid configuration: {} problem(s)", problems.len())]
+    Invalid {
+        /// Every problem, one per line when displayed.
+        problems: Vec<Problem>,
+        /// Warnings found on the way.
+        warnings: Vec<Problem>,
+    },
+}
+
+impl ConfigError {
+    /// Whether this is an I/O error (exit code 2) rather than an invalid configuration (1).
+    pub fn is_io(&self) -> bool {
+        matches!(
+            self,
+            ConfigError::ReadDir { .. } | ConfigError::ReadFile { .. }
+        )
+    }
+}
+
+/// A loaded configuration and what was warned about while loading it.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The resolved configuration.
+    pub config: Config,
+    /// Skipped objects (other kinds or versions) and dangling FlowSchemas.
+    pub warnings: Vec<Problem>,
+}
+
+/// Loads the `.yaml`, `.yml` and `.json` files of `dir` (sorted by name, not recursive):
+/// read → parse → default → validate → resolve. Every problem is reported, not just the first.
+pub fn load_dir(dir: &Path) -> Result<Loaded, ConfigError> {
+    let files = load::read_dir(dir)?;
+    let mut loaded = load::load_sources(&files)?;
+    if files.is_empty() {
+        let msg = "no .yaml, .yml or .json files; only the mandatory objects apply".to_string();
+        loaded
+            .warnings
+            .push(Problem::new(&dir.display().to_string(), "", msg));
+    }
+    Ok(loaded)
+}
+
+/// Loads the embedded bootstrap configuration through the same pipeline.
+pub fn load_bootstrap() -> Result<Loaded, ConfigError> {
+    load::load_sources(&[load::SourceFile {
+        name: "<embedded>/bootstrap.yaml".to_string(),
+        bytes: BOOTSTRAP_YAML.as_bytes().to_vec(),
+        format: parse::Format::Yaml,
+    }])
+}
+
+/// The embedded default configuration: Kubernetes' mandatory and suggested objects.
+///
+/// Parsed once, at first use; a unit test proves that it loads without problems or warnings.
+pub fn bootstrap() -> Config {
+    static BOOTSTRAP: OnceLock<Config> = OnceLock::new();
+    BOOTSTRAP
+        .get_or_init(|| {
+            load_bootstrap()
+                .expect("invariant: the embedded bootstrap configuration is valid")
+                .config
+        })
+        .clone()
+}
 
 /// A resolved configuration: what classification and the queues run on.
 ///
@@ -182,3 +315,6 @@ pub mod mandatory {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,9 +1,30 @@
 //! Request attributes: method + URL → [`RequestInfo`].
 //!
 //! Mirrors `k8s.io/apiserver/pkg/endpoints/request/requestinfo.go` with kube-apiserver's resolver
-//! settings (`APIPrefixes = {api, apis}`, `GrouplessAPIPrefixes = {api}`).
+//! settings (`APIPrefixes = {api, apis}`, `GrouplessAPIPrefixes = {api}`), reading the request
+//! target the way Go's `net/url` does.
+//!
+//! Odd paths behave as in the apiserver, which computes request attributes before any routing and
+//! never cleans the path:
+//! - the path is percent-decoded before it is split, so `%2F` inside a segment splits it
+//!   (`/api/v1/namespaces/a%2Fb/pods` is namespace `a`, resource `b`, name `pods`);
+//! - `.` and `..` are ordinary segments (`/api/v1/namespaces/../pods` is namespace `..`);
+//! - leading and trailing slashes are ignored for parsing (`Path` keeps them), while empty
+//!   segments in the middle are kept (`/api//v1/pods` has API version `""`);
+//! - `+` is a literal plus in the path, a space in the query;
+//! - an invalid escape in the path is an error ([`RequestInfoError::InvalidEscape`], a 400 from
+//!   Go's HTTP server); a malformed query pair is silently dropped.
+
+mod label_selector;
+mod list_options;
+mod url;
+
+#[cfg(test)]
+mod tests;
 
 use serde::Serialize;
+
+use self::url::ListQuery;
 
 /// The attributes of a request that authorization and flow control look at.
 ///
@@ -15,7 +36,8 @@ use serde::Serialize;
 pub struct RequestInfo {
     /// Whether the URL names an API resource (as opposed to e.g. `/healthz`).
     pub is_resource_request: bool,
-    /// The percent-decoded URL path, trailing slash kept.
+    /// The percent-decoded URL path, trailing slash kept. Decoded bytes that are not UTF-8 (which
+    /// Go keeps) become U+FFFD; no valid Kubernetes name can contain either.
     pub path: String,
     /// The Kubernetes verb (`get`, `list`, `watch`, `create`, ...) or, for non-resource requests,
     /// the lowercased HTTP method.
@@ -32,7 +54,9 @@ pub struct RequestInfo {
     pub resource: String,
     /// The subresource, e.g. `status` or `exec`.
     pub subresource: String,
-    /// The object name, possibly taken from a `metadata.name` field selector.
+    /// The object name: the path segment after the resource or, for a collection GET whose query
+    /// decodes, the value of its first (in sorted order) `metadata.name=`/`==` field selector
+    /// term when that is a valid path segment name (not `.`/`..`, no `/` or `%`).
     pub name: String,
     /// The path segments after the namespace part (`None` for non-resource requests, serialised
     /// as `null` like Go's nil slice).
@@ -48,13 +72,174 @@ pub struct RequestInfo {
 /// Why no [`RequestInfo`] could be derived. The apiserver answers these with an error status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestInfoError {
-    /// `/api/v1/watch` or `/api/v1/proxy` with nothing after it.
+    /// `/api/v1/watch` or `/api/v1/proxy` with nothing after it. The apiserver's RequestInfo
+    /// filter answers this with 500 ("failed to create RequestInfo").
     #[error("unable to determine kind and namespace from url, {0}")]
     NoKindAndNamespace(String),
-    /// The path holds an invalid percent escape, as Go's `net/url` rejects it.
+    /// The path holds an invalid percent escape (the offending text, at most three bytes, as
+    /// Go's `url.EscapeError`); Go's HTTP server answers 400 before any handler runs.
     #[error("invalid URL escape {0:?}")]
     InvalidEscape(String),
-    /// The request target is not an absolute path (`*`, an authority, ...).
+    /// The request target is neither an absolute path nor `*` (e.g. empty, or an authority), or
+    /// holds an ASCII control character, which Go's `net/url` rejects (400).
     #[error("invalid request target {0:?}")]
     InvalidTarget(String),
+}
+
+/// `specialVerbs` other than `proxy`, which also never has a subresource.
+const VERB_WATCH: &str = "watch";
+/// `specialVerbsNoSubresources`.
+const VERB_PROXY: &str = "proxy";
+/// `namespaceSubresources`: after `/namespaces/{name}/`, these are subresources of the namespace
+/// rather than a namespaced resource.
+const NAMESPACE_SUBRESOURCES: [&str; 2] = ["status", "finalize"];
+/// `verbsWithSelectors`.
+const VERBS_WITH_SELECTORS: [&str; 3] = ["list", "watch", "deletecollection"];
+/// kube-apiserver's long-running verbs (`pkg/controlplane/apiserver/config.go`).
+const LONG_RUNNING_VERBS: [&str; 2] = ["watch", "proxy"];
+/// kube-apiserver's long-running subresources.
+const LONG_RUNNING_SUBRESOURCES: [&str; 5] = ["attach", "exec", "proxy", "log", "portforward"];
+
+/// Derives the request attributes of `method` on the HTTP request target `target` (path and
+/// optional `?query`, as `Uri::path_and_query` gives it).
+///
+/// Mirrors `RequestInfoFactory.NewRequestInfo`, step for step:
+/// 1. non-resource by default: `path`, lowercased method as verb;
+/// 2. resource requests are `/api/{version}/...` and `/apis/{group}/{version}/...` with at least
+///    one segment after the version; `/apis/{x}/{y}` is non-resource but keeps `api_prefix`, as
+///    in Go;
+/// 3. a `watch` or `proxy` segment right after the version is the verb (error if nothing
+///    follows); otherwise POST/GET/HEAD/PUT/PATCH/DELETE map to create/get/get/update/patch/delete
+///    (case-sensitive, as Go compares methods) and any other method to `""`;
+/// 4. `namespaces/{ns}/...` sets the namespace; `{resource}/{name}/{subresource}/...` follow;
+/// 5. a `get` without a name is `list` or `watch` per the query (see [`RequestInfo::name`] for the
+///    `metadata.name` field selector); a `delete` without a name is `deletecollection`;
+/// 6. list/watch/deletecollection not named by a path prefix record the raw selectors.
+///
+/// Never panics. Differences from Go: see [`RequestInfoError`] for rejected targets, and
+/// [`RequestInfo::path`] for bytes that are not UTF-8.
+pub fn parse(method: &str, target: &str) -> Result<RequestInfo, RequestInfoError> {
+    let target = url::parse_request_target(target)?;
+    let attributes = resolve(method, &target.path, target.raw_query)
+        .map_err(|NoKindAndNamespace| RequestInfoError::NoKindAndNamespace(target.go_string()))?;
+    Ok(RequestInfo {
+        path: target.path,
+        ..attributes
+    })
+}
+
+/// Whether kube-apiserver treats the request as long-running: verb `watch` or `proxy`, a resource
+/// request for the `attach`, `exec`, `proxy`, `log` or `portforward` subresource, or a
+/// non-resource request under `/debug/pprof/`.
+///
+/// Mirrors `pkg/server/filters/longrunning.go` (`BasicLongRunningRequestCheck`) with the sets
+/// kube-apiserver configures; the generic server's default is only `watch`.
+pub fn is_long_running(info: &RequestInfo) -> bool {
+    LONG_RUNNING_VERBS.contains(&info.verb.as_str())
+        || (info.is_resource_request
+            && LONG_RUNNING_SUBRESOURCES.contains(&info.subresource.as_str()))
+        || (!info.is_resource_request && info.path.starts_with("/debug/pprof/"))
+}
+
+/// `/{prefix}/.../{version}/watch` or `.../proxy` with nothing after it.
+struct NoKindAndNamespace;
+
+/// A non-resource result; `api_prefix` is set only for `/apis/{x}/{y}`, as in Go.
+fn non_resource(method: &str, api_prefix: &str) -> RequestInfo {
+    RequestInfo {
+        verb: method.to_lowercase(),
+        api_prefix: api_prefix.to_owned(),
+        ..RequestInfo::default()
+    }
+}
+
+/// Steps 2–6 of [`parse`] over the decoded `path`; the result's `path` is left empty.
+fn resolve(method: &str, path: &str, raw_query: &str) -> Result<RequestInfo, NoKindAndNamespace> {
+    let trimmed = path.trim_matches('/');
+    let segments: Vec<&str> = if trimmed.is_empty() {
+        Vec::new()
+    } else {
+        trimmed.split('/').collect()
+    };
+    let (api_prefix, api_group, api_version, rest) = match segments.as_slice() {
+        [prefix @ "api", version, rest @ ..] if !rest.is_empty() => (*prefix, "", *version, rest),
+        [prefix @ "apis", group, version, rest @ ..] if !rest.is_empty() => {
+            (*prefix, *group, *version, rest)
+        }
+        // `/apis/{group}/{version}` and `/apis/{version}/{resource}`: Go has set the prefix by now.
+        [prefix @ "apis", _, _] => return Ok(non_resource(method, prefix)),
+        _ => return Ok(non_resource(method, "")),
+    };
+    let (verb, verb_via_path_prefix, rest) = match rest {
+        [VERB_WATCH | VERB_PROXY] => return Err(NoKindAndNamespace),
+        [special @ (VERB_WATCH | VERB_PROXY), rest @ ..] => ((*special).to_owned(), true, rest),
+        _ => (verb_for_method(method).to_owned(), false, rest),
+    };
+    let (namespace, parts) = match rest {
+        ["namespaces", namespace, next, ..] if !NAMESPACE_SUBRESOURCES.contains(next) => {
+            (*namespace, &rest[2..])
+        }
+        ["namespaces", namespace, ..] => (*namespace, rest),
+        _ => ("", rest),
+    };
+    let part = |i: usize| parts.get(i).map_or_else(String::new, |s| (*s).to_owned());
+    let subresource = if verb == VERB_PROXY {
+        String::new()
+    } else {
+        part(2)
+    };
+    let mut info = RequestInfo {
+        is_resource_request: true,
+        api_prefix: api_prefix.to_owned(),
+        api_group: api_group.to_owned(),
+        api_version: api_version.to_owned(),
+        namespace: namespace.to_owned(),
+        resource: part(0),
+        name: part(1),
+        subresource,
+        parts: Some(parts.iter().map(|s| (*s).to_owned()).collect()),
+        verb,
+        ..RequestInfo::default()
+    };
+    apply_query(&mut info, verb_via_path_prefix, raw_query);
+    Ok(info)
+}
+
+/// The verb of a resource request by HTTP method (Go compares methods case-sensitively).
+fn verb_for_method(method: &str) -> &'static str {
+    match method {
+        "POST" => "create",
+        "GET" | "HEAD" => "get",
+        "PUT" => "update",
+        "PATCH" => "patch",
+        "DELETE" => "delete",
+        _ => "",
+    }
+}
+
+/// Steps 5 and 6 of [`parse`]: collection verbs and the selectors recorded for them.
+fn apply_query(info: &mut RequestInfo, verb_via_path_prefix: bool, raw_query: &str) {
+    // The query is decoded at most once, and only when a step needs it.
+    let mut query: Option<ListQuery> = None;
+    if info.name.is_empty() && info.verb == "get" {
+        let decision =
+            list_options::decide(query.get_or_insert_with(|| url::parse_query(raw_query)));
+        info.verb = if decision.watch { "watch" } else { "list" }.to_owned();
+        if let Some(name) = decision.selected_name.filter(|n| is_path_segment_name(n)) {
+            info.name = name;
+        }
+    }
+    if info.name.is_empty() && info.verb == "delete" {
+        info.verb = "deletecollection".to_owned();
+    }
+    if !verb_via_path_prefix && VERBS_WITH_SELECTORS.contains(&info.verb.as_str()) {
+        let query = query.get_or_insert_with(|| url::parse_query(raw_query));
+        info.field_selector = query.field_selector.clone().unwrap_or_default();
+        info.label_selector = query.label_selector.clone().unwrap_or_default();
+    }
+}
+
+/// Mirrors `content.IsPathSegmentName`: not `.` or `..`, no `/` and no `%` (empty is allowed).
+fn is_path_segment_name(name: &str) -> bool {
+    name != "." && name != ".." && !name.contains(['/', '%'])
 }

@@ -1,0 +1,145 @@
+//! Authentication errors: why a request's credentials were not accepted.
+//!
+//! Every variant ends in `401 Unauthorized`, as in the apiserver's authentication filter. The
+//! `Display` text is for logs; the response body says only `Unauthorized`, as the apiserver's.
+//! No variant ever carries a token.
+
+use http::StatusCode;
+
+use super::webhook::TokenReviewError;
+
+/// Which kind of presented credential an authenticator rejected (a bounded metric label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CredentialKind {
+    /// Front-proxy request headers with a client certificate.
+    RequestHeader,
+    /// A client certificate checked against `--client-ca-file`.
+    ClientCertificate,
+    /// A bearer token, in `Authorization` or in a WebSocket subprotocol.
+    BearerToken,
+}
+
+impl CredentialKind {
+    /// Every kind, in authenticator order.
+    pub const ALL: [CredentialKind; 3] = [
+        CredentialKind::RequestHeader,
+        CredentialKind::ClientCertificate,
+        CredentialKind::BearerToken,
+    ];
+
+    /// The label value, e.g. `bearer_token`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CredentialKind::RequestHeader => "requestheader",
+            CredentialKind::ClientCertificate => "client_certificate",
+            CredentialKind::BearerToken => "bearer_token",
+        }
+    }
+}
+
+/// A client certificate that failed a check. Mirrors the errors of
+/// `pkg/authentication/request/x509/x509.go`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CertError {
+    /// The chain does not verify against the CA bundle (unknown issuer, expired, wrong usage...).
+    #[error("verifying certificate {id} failed: {reason}")]
+    Verify {
+        /// `SN=<serial>, SKID=<hex>, AKID=<hex>`, as the apiserver names certificates.
+        id: String,
+        /// Why verification failed.
+        reason: String,
+    },
+    /// The requestheader client certificate's CN is not in `--requestheader-allowed-names`.
+    #[error("x509: subject with cn={0} is not in the allowed list")]
+    NotAllowed(String),
+    /// The certificate could not be parsed.
+    #[error("parsing client certificate: {0}")]
+    Parse(String),
+    /// The subject's UID attribute is unusable (several, empty, or not a string).
+    #[error("{0}")]
+    Uid(String),
+}
+
+/// A front-proxy request that was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestHeaderError {
+    /// The proxy's client certificate is missing the requestheader CA or allowed names.
+    #[error(transparent)]
+    Certificate(#[from] CertError),
+    /// An identity header value is not UTF-8 (an `Identity` holds strings).
+    #[error("header {0} is not valid UTF-8")]
+    InvalidHeaderValue(String),
+}
+
+/// One authenticator's reason for rejecting a presented credential.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CredentialError {
+    /// Front-proxy request headers were not trusted.
+    #[error("requestheader: {0}")]
+    RequestHeader(#[from] RequestHeaderError),
+    /// The client certificate did not verify against `--client-ca-file`.
+    #[error(transparent)]
+    ClientCertificate(#[from] CertError),
+    /// A bearer token that no token authenticator accepted (`bearertoken.go`'s `invalidToken`).
+    #[error("invalid bearer token")]
+    InvalidBearerToken,
+    /// A malformed `base64url.bearer.authorization.k8s.io.` WebSocket subprotocol.
+    #[error("{0}")]
+    InvalidWebSocketProtocol(&'static str),
+    /// The TokenReview failed (transport, status, decoding) or reported an error.
+    #[error(transparent)]
+    TokenReview(#[from] TokenReviewError),
+}
+
+impl CredentialError {
+    /// The kind of credential that was rejected.
+    pub fn kind(&self) -> CredentialKind {
+        match self {
+            CredentialError::RequestHeader(_) => CredentialKind::RequestHeader,
+            CredentialError::ClientCertificate(_) => CredentialKind::ClientCertificate,
+            CredentialError::InvalidBearerToken
+            | CredentialError::InvalidWebSocketProtocol(_)
+            | CredentialError::TokenReview(_) => CredentialKind::BearerToken,
+        }
+    }
+}
+
+/// Why a request is not authenticated. Mirrors the union authenticator's answer:
+/// `(nil, false, nil)` is [`AuthError::NoCredentials`], `(nil, false, aggregate)` is
+/// [`AuthError::Rejected`]. Both become `401 Unauthorized`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No authenticator recognised a credential, and anonymous requests are disabled.
+    #[error("no credentials presented and anonymous requests are disabled")]
+    NoCredentials,
+    /// At least one presented credential was rejected and none was accepted. Never anonymous:
+    /// the apiserver chains anonymous with `union.NewFailOnError`.
+    #[error("{}", aggregate(.0))]
+    Rejected(Vec<CredentialError>),
+}
+
+impl AuthError {
+    /// The status the apiserver answers with: always `401 Unauthorized`.
+    pub fn status_code(&self) -> StatusCode {
+        StatusCode::UNAUTHORIZED
+    }
+
+    /// The individual rejections, in authenticator order (empty for `NoCredentials`).
+    pub fn errors(&self) -> &[CredentialError] {
+        match self {
+            AuthError::NoCredentials => &[],
+            AuthError::Rejected(errors) => errors,
+        }
+    }
+}
+
+// Formats like apimachinery's `utilerrors.NewAggregate`: one error as itself, several in brackets.
+fn aggregate(errors: &[CredentialError]) -> String {
+    match errors {
+        [one] => one.to_string(),
+        many => {
+            let parts: Vec<String> = many.iter().map(ToString::to_string).collect();
+            format!("[{}]", parts.join(", "))
+        }
+    }
+}

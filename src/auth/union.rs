@@ -1,0 +1,316 @@
+//! The authenticator: every configured method in the apiserver's order.
+//!
+//! Mirrors `authenticatorfactory/delegating.go`: `union.New(requestheader, x509, bearer token)`
+//! — each tried in turn, the first success wins, errors collected — wrapped in the
+//! `AuthenticatedGroupAdder`, then `union.NewFailOnError(that, anonymous)`: anonymous is reached
+//! only when no authenticator both recognised and rejected a credential. Tokens come from
+//! `Authorization: Bearer` and then from the WebSocket subprotocol (`bearertoken` and
+//! `websocket` authenticators), each checked against the token file and then the cached
+//! TokenReview (`token/union`), as in kube-apiserver.
+
+use std::sync::Arc;
+
+use http::{HeaderMap, HeaderName};
+use rustls_pki_types::{CertificateDer, UnixTime};
+
+use super::bearer::{bearer_token, BearerToken};
+use super::cached::CachedTokenReview;
+use super::config::{AuthConfig, AuthConfigError};
+use super::error::{AuthError, CredentialError};
+use super::keyhash::KeyHasher;
+use super::requestheader::{is_standard_identity_header, RequestHeaderAuthenticator};
+use super::secret::Secret;
+use super::stats::AuthStats;
+use super::tokenfile::TokenFile;
+use super::websocket::{protocol_token, ProtocolToken};
+use super::x509::{CaBundle, ClientCertAuthenticator};
+use super::Identity;
+
+/// How a request was authenticated (a bounded metric label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AuthMethod {
+    /// Front-proxy request headers, vouched for by the requestheader client certificate.
+    RequestHeader,
+    /// A client certificate from `--client-ca-file`.
+    ClientCertificate,
+    /// A bearer token from `--token-auth-file`.
+    TokenFile,
+    /// A bearer token accepted by a TokenReview.
+    TokenReview,
+    /// No credential; anonymous requests are enabled.
+    Anonymous,
+}
+
+impl AuthMethod {
+    /// Every method, in authenticator order.
+    pub const ALL: [AuthMethod; 5] = [
+        AuthMethod::RequestHeader,
+        AuthMethod::ClientCertificate,
+        AuthMethod::TokenFile,
+        AuthMethod::TokenReview,
+        AuthMethod::Anonymous,
+    ];
+
+    /// The label value, e.g. `token_review`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMethod::RequestHeader => "requestheader",
+            AuthMethod::ClientCertificate => "client_certificate",
+            AuthMethod::TokenFile => "token_file",
+            AuthMethod::TokenReview => "token_review",
+            AuthMethod::Anonymous => "anonymous",
+        }
+    }
+}
+
+/// A successful authentication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authenticated {
+    /// Who: `system:authenticated` already added as the apiserver adds it.
+    pub identity: Identity,
+    /// How.
+    pub method: AuthMethod,
+}
+
+/// Authenticates requests with every configured method. Cheap to share behind an `Arc`.
+pub struct Authenticator {
+    request_header: Option<RequestHeaderAuthenticator>,
+    client_cert: Option<ClientCertAuthenticator>,
+    token_file: Option<TokenFile>,
+    token_review: Option<CachedTokenReview>,
+    anonymous: bool,
+    stats: Arc<AuthStats>,
+}
+
+impl Authenticator {
+    /// Loads the CA bundles and token file and checks the settings.
+    pub fn new(cfg: AuthConfig) -> Result<Self, AuthConfigError> {
+        let stats = Arc::new(AuthStats::default());
+        let request_header = cfg
+            .request_header
+            .as_ref()
+            .map(RequestHeaderAuthenticator::new)
+            .transpose()?;
+        let client_cert = cfg
+            .client_ca_file
+            .as_deref()
+            .map(|path| CaBundle::load("--client-ca-file", path).map(ClientCertAuthenticator::new))
+            .transpose()?;
+        let token_file = cfg
+            .token_auth_file
+            .as_deref()
+            .map(TokenFile::load)
+            .transpose()?;
+        let token_review = match &cfg.token_review {
+            None => None,
+            Some(review) => {
+                review.validate()?;
+                let hasher = KeyHasher::random().map_err(AuthConfigError::Random)?;
+                Some(CachedTokenReview::new(
+                    review,
+                    cfg.api_audiences.clone(),
+                    hasher,
+                    stats.clone(),
+                ))
+            }
+        };
+        let configured = request_header.is_some()
+            || client_cert.is_some()
+            || token_file.is_some()
+            || token_review.is_some();
+        if !configured && !cfg.anonymous {
+            return Err(AuthConfigError::NoMethod);
+        }
+        Ok(Authenticator {
+            request_header,
+            client_cert,
+            token_file,
+            token_review,
+            anonymous: cfg.anonymous,
+            stats,
+        })
+    }
+
+    /// Authenticates one request from its headers and the TLS peer's certificate chain (leaf
+    /// first), at the current wall-clock time. Runs inside a Tokio runtime: TokenReviews are
+    /// spawned so that a client going away does not cancel a review others wait for.
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        peer_certificates: Option<&[CertificateDer<'static>]>,
+    ) -> Result<Authenticated, AuthError> {
+        self.authenticate_at(headers, peer_certificates, UnixTime::now())
+            .await
+    }
+
+    /// [`Authenticator::authenticate`] with certificates checked at `now`.
+    pub async fn authenticate_at(
+        &self,
+        headers: &HeaderMap,
+        peer_certificates: Option<&[CertificateDer<'static>]>,
+        now: UnixTime,
+    ) -> Result<Authenticated, AuthError> {
+        let result = self.union(headers, peer_certificates, now).await;
+        match &result {
+            Ok(ok) => {
+                let method = ok.method.as_str();
+                tracing::debug!(method, user = %ok.identity.user, "Request authenticated");
+                self.stats.record_success(ok.method);
+            }
+            Err(AuthError::NoCredentials) => {
+                tracing::debug!("No credentials and anonymous requests are disabled");
+                self.stats.record_unauthenticated();
+            }
+            Err(err @ AuthError::Rejected(errors)) => {
+                // The apiserver's "Unable to authenticate the request"; errors never hold tokens.
+                tracing::debug!(error = %err, "Unable to authenticate the request");
+                self.stats
+                    .record_rejection(errors.iter().map(CredentialError::kind));
+            }
+        }
+        result
+    }
+
+    async fn union(
+        &self,
+        headers: &HeaderMap,
+        certs: Option<&[CertificateDer<'static>]>,
+        now: UnixTime,
+    ) -> Result<Authenticated, AuthError> {
+        let mut errors = Vec::new();
+        if let Some(rh) = &self.request_header {
+            match rh.authenticate(headers, certs, now) {
+                Ok(Some(id)) => return Ok(authenticated(id, AuthMethod::RequestHeader)),
+                Ok(None) => {}
+                Err(e) => errors.push(e.into()),
+            }
+        }
+        if let Some(x509) = &self.client_cert {
+            match x509.authenticate(certs, now) {
+                Ok(Some(id)) => return Ok(authenticated(id, AuthMethod::ClientCertificate)),
+                Ok(None) => {}
+                Err(e) => errors.push(e.into()),
+            }
+        }
+        if self.token_file.is_some() || self.token_review.is_some() {
+            match self.authenticate_bearer(headers).await {
+                Ok(Some(ok)) => return Ok(ok),
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
+            match self.authenticate_websocket(headers).await {
+                Ok(Some(ok)) => return Ok(ok),
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(AuthError::Rejected(errors));
+        }
+        if self.anonymous {
+            return Ok(Authenticated {
+                identity: Identity::anonymous(),
+                method: AuthMethod::Anonymous,
+            });
+        }
+        Err(AuthError::NoCredentials)
+    }
+
+    // `bearertoken.Authenticator` over the token union (file, then TokenReview).
+    async fn authenticate_bearer(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<Option<Authenticated>, CredentialError> {
+        let token = match bearer_token(headers) {
+            BearerToken::Absent => return Ok(None),
+            BearerToken::Malformed => return Err(CredentialError::InvalidBearerToken),
+            BearerToken::Token(token) => token,
+        };
+        match self.authenticate_token(&token).await? {
+            Some(ok) => Ok(Some(ok)),
+            None => Err(CredentialError::InvalidBearerToken),
+        }
+    }
+
+    // `websocket.ProtocolAuthenticator` over the same token union.
+    async fn authenticate_websocket(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<Option<Authenticated>, CredentialError> {
+        let token = match protocol_token(headers) {
+            ProtocolToken::Absent => return Ok(None),
+            ProtocolToken::Invalid(why) => {
+                return Err(CredentialError::InvalidWebSocketProtocol(why))
+            }
+            ProtocolToken::Token(token) => token,
+        };
+        match self.authenticate_token(&token).await? {
+            Some(ok) => Ok(Some(ok)),
+            None => Err(CredentialError::InvalidBearerToken),
+        }
+    }
+
+    async fn authenticate_token(
+        &self,
+        token: &Secret,
+    ) -> Result<Option<Authenticated>, CredentialError> {
+        if let Some(id) = self
+            .token_file
+            .as_ref()
+            .and_then(|f| f.authenticate(token.expose()))
+        {
+            return Ok(Some(authenticated(id.clone(), AuthMethod::TokenFile)));
+        }
+        let Some(review) = &self.token_review else {
+            return Ok(None);
+        };
+        Ok(review
+            .authenticate(token)
+            .await?
+            .map(|id| authenticated(id, AuthMethod::TokenReview)))
+    }
+
+    /// The union of the client CA and requestheader CA certificates, for the server's optional
+    /// client-certificate verifier. Empty when neither is configured.
+    pub fn client_ca_roots(&self) -> Vec<CertificateDer<'static>> {
+        let mut roots: Vec<CertificateDer<'static>> = Vec::new();
+        let bundles = self
+            .client_cert
+            .iter()
+            .map(ClientCertAuthenticator::ca)
+            .chain(
+                self.request_header
+                    .iter()
+                    .map(RequestHeaderAuthenticator::ca),
+            );
+        for cert in bundles.flat_map(CaBundle::certs) {
+            if !roots.contains(cert) {
+                roots.push(cert.clone());
+            }
+        }
+        roots
+    }
+
+    /// Whether `name` carries front-proxy identity and must not be forwarded as received: the
+    /// configured requestheader headers and prefixes, and always the standard `X-Remote-User`,
+    /// `X-Remote-Uid`, `X-Remote-Group` and `X-Remote-Extra-*` (the apiserver's authentication
+    /// filter clears both sets). `Authorization` is [`super::is_credential_header`].
+    pub fn is_identity_header(&self, name: &HeaderName) -> bool {
+        match &self.request_header {
+            Some(rh) => rh.is_identity_header(name),
+            None => is_standard_identity_header(name),
+        }
+    }
+
+    /// The authentication counters.
+    pub fn stats(&self) -> &Arc<AuthStats> {
+        &self.stats
+    }
+}
+
+fn authenticated(raw: Identity, method: AuthMethod) -> Authenticated {
+    Authenticated {
+        identity: raw.into_authenticated(),
+        method,
+    }
+}

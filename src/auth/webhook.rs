@@ -1,0 +1,287 @@
+//! TokenReview against the upstream. Mirrors
+//! `plugin/pkg/authenticator/token/webhook/webhook.go` with the delegating authenticator's
+//! settings (`authentication.k8s.io/v1`, 10s timeout, retry with backoff).
+//!
+//! Outcomes, as the apiserver's: a transport error or non-2xx status is an error (the request
+//! gets 401, and the error is never cached); `status.authenticated: false` is "not
+//! authenticated", and with a non-empty `status.error` it is an error carrying that text.
+
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use http::StatusCode;
+use serde::{Deserialize, Serialize};
+
+use super::config::{RetryBackoff, TokenReviewConfig};
+use super::secret::Secret;
+use super::stats::AuthStats;
+use super::Identity;
+
+/// Sends TokenReviews to the upstream. Implemented by the proxy over its upstream client.
+pub trait TokenReviewTransport: Send + Sync + 'static {
+    /// POSTs a TokenReview (authentication.k8s.io/v1, JSON) to the upstream and returns status +
+    /// body. The request body holds a bearer token: never log it. Bound the response body
+    /// (a TokenReview answer is small; 1 MiB is ample) and map connection failures to
+    /// [`TransportError::Connection`] so they are retried.
+    fn review(
+        &self,
+        body: Bytes,
+    ) -> BoxFuture<'static, Result<(StatusCode, Bytes), TransportError>>;
+}
+
+/// A TokenReview call that got no HTTP response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    /// The connection failed, was reset or was lost: retried, like the apiserver's
+    /// `IsConnectionReset` / `IsHTTP2ConnectionLost`.
+    #[error("connection to the upstream failed: {0}")]
+    Connection(String),
+    /// Any other failure: not retried.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Why a TokenReview gave no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenReviewError {
+    /// No response from the upstream.
+    #[error("TokenReview: {0}")]
+    Transport(#[from] TransportError),
+    /// The upstream answered with a non-2xx status.
+    #[error("TokenReview: the server responded with status {code}: {message}")]
+    Status {
+        /// The HTTP status code.
+        code: u16,
+        /// The `Status` message, or a generic text.
+        message: String,
+    },
+    /// A 2xx answer that is not a TokenReview.
+    #[error("TokenReview: decoding the response: {0}")]
+    Decode(String),
+    /// `status.authenticated` is false and `status.error` says why.
+    #[error("{0}")]
+    Rejected(String),
+    /// The review, retries included, took longer than the request timeout.
+    #[error("TokenReview: no answer within {0:?}")]
+    Timeout(Duration),
+    /// Too many distinct tokens are under review at once.
+    #[error("TokenReview: too many reviews in flight")]
+    TooManyInFlight,
+    /// The review task ended without an answer (a bug).
+    #[error("TokenReview: authentication failed unexpectedly")]
+    Crashed,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewRequest<'a> {
+    kind: &'static str,
+    api_version: &'static str,
+    metadata: RequestMetadata,
+    spec: RequestSpec<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestMetadata {
+    creation_timestamp: Option<()>,
+}
+
+#[derive(Serialize)]
+struct RequestSpec<'a> {
+    token: &'a str,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    audiences: &'a [String],
+}
+
+#[derive(Deserialize, Default)]
+struct ReviewResponse {
+    #[serde(default)]
+    status: ReviewStatus,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ReviewStatus {
+    authenticated: bool,
+    user: UserInfo,
+    audiences: Vec<String>,
+    error: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct UserInfo {
+    username: String,
+    uid: String,
+    groups: Vec<String>,
+    extra: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Status {
+    message: String,
+}
+
+/// The JSON body of a TokenReview for `token`.
+pub(crate) fn request_body(token: &Secret, audiences: &[String]) -> Bytes {
+    let review = ReviewRequest {
+        kind: "TokenReview",
+        api_version: "authentication.k8s.io/v1",
+        metadata: RequestMetadata {
+            creation_timestamp: None,
+        },
+        spec: RequestSpec {
+            token: token.expose(),
+            audiences,
+        },
+    };
+    Bytes::from(
+        serde_json::to_vec(&review).expect("invariant: a struct of strings always serializes"),
+    )
+}
+
+/// Reviews tokens through a [`TokenReviewTransport`], with timeout and retries.
+pub(crate) struct TokenReviewer {
+    transport: Arc<dyn TokenReviewTransport>,
+    audiences: Vec<String>,
+    timeout: Duration,
+    backoff: RetryBackoff,
+    stats: Arc<AuthStats>,
+}
+
+impl TokenReviewer {
+    pub(crate) fn new(
+        cfg: &TokenReviewConfig,
+        audiences: Vec<String>,
+        stats: Arc<AuthStats>,
+    ) -> Self {
+        TokenReviewer {
+            transport: cfg.transport.clone(),
+            audiences,
+            timeout: cfg.request_timeout,
+            backoff: cfg.retry_backoff,
+            stats,
+        }
+    }
+
+    /// `Ok(Some(identity))` when authenticated, `Ok(None)` when not, errors as documented on
+    /// the module.
+    pub(crate) async fn review(
+        &self,
+        token: &Secret,
+    ) -> Result<Option<Identity>, TokenReviewError> {
+        let body = request_body(token, &self.audiences);
+        let response = tokio::time::timeout(self.timeout, self.post_with_retries(body))
+            .await
+            .map_err(|_| TokenReviewError::Timeout(self.timeout))??;
+        self.interpret(response)
+    }
+
+    // Mirrors `webhook.WithExponentialBackoff` with `DefaultShouldRetry`.
+    async fn post_with_retries(&self, body: Bytes) -> Result<Bytes, TokenReviewError> {
+        let mut wait = self.backoff.initial;
+        let mut attempt = 1;
+        loop {
+            let result = self.post(body.clone()).await;
+            let retry = match &result {
+                Ok(_) => false,
+                Err(e) => should_retry(e),
+            };
+            if !retry || attempt >= self.backoff.steps {
+                return result;
+            }
+            tokio::time::sleep(jittered(wait, self.backoff.jitter)).await;
+            wait = wait.mul_f64(self.backoff.factor);
+            attempt += 1;
+            self.stats
+                .token_review
+                .retries
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    async fn post(&self, body: Bytes) -> Result<Bytes, TokenReviewError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let counters = &self.stats.token_review;
+        let (code, body) = self.transport.review(body).await.inspect_err(|_| {
+            counters.failed.fetch_add(1, Relaxed);
+        })?;
+        if code.is_success() {
+            counters.ok.fetch_add(1, Relaxed);
+            return Ok(body);
+        }
+        counters.failed.fetch_add(1, Relaxed);
+        let message = serde_json::from_slice::<Status>(&body)
+            .ok()
+            .map(|s| s.message)
+            .filter(|m| !m.is_empty())
+            .map(|m| m.chars().take(512).collect())
+            .unwrap_or_else(|| "no further information".to_string());
+        Err(TokenReviewError::Status {
+            code: code.as_u16(),
+            message,
+        })
+    }
+
+    fn interpret(&self, body: Bytes) -> Result<Option<Identity>, TokenReviewError> {
+        let review: ReviewResponse =
+            serde_json::from_slice(&body).map_err(|e| TokenReviewError::Decode(e.to_string()))?;
+        let status = review.status;
+        // With API audiences, the answer's audiences (or, when it names none, ours) must meet
+        // ours; otherwise the token is simply not authenticated.
+        if !self.audiences.is_empty()
+            && !status.audiences.is_empty()
+            && !status.audiences.iter().any(|a| self.audiences.contains(a))
+        {
+            return Ok(None);
+        }
+        if !status.authenticated {
+            if status.error.is_empty() {
+                return Ok(None);
+            }
+            return Err(TokenReviewError::Rejected(status.error));
+        }
+        Ok(Some(Identity {
+            user: status.user.username,
+            uid: status.user.uid,
+            groups: status.user.groups,
+            extra: status.user.extra,
+        }))
+    }
+}
+
+// Transient failures: connection errors, 500, 504 and 429, as `DefaultShouldRetry`.
+fn should_retry(err: &TokenReviewError) -> bool {
+    match err {
+        TokenReviewError::Transport(TransportError::Connection(_)) => true,
+        TokenReviewError::Status { code, .. } => matches!(code, 429 | 500 | 504),
+        TokenReviewError::Transport(TransportError::Other(_))
+        | TokenReviewError::Decode(_)
+        | TokenReviewError::Rejected(_)
+        | TokenReviewError::Timeout(_)
+        | TokenReviewError::TooManyInFlight
+        | TokenReviewError::Crashed => false,
+    }
+}
+
+// `wait.Jitter`: up to `jitter` × `wait` more, at random. Retry spreading needs no CSPRNG: the
+// standard library's randomly keyed hasher is enough.
+fn jittered(wait: Duration, jitter: f64) -> Duration {
+    if jitter <= 0.0 {
+        return wait;
+    }
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    let fraction = (random >> 11) as f64 / (1u64 << 53) as f64;
+    wait + wait.mul_f64(jitter * fraction)
+}
+
+#[cfg(test)]
+mod tests;

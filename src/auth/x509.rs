@@ -1,0 +1,252 @@
+//! Client certificates: verifying a chain against one CA bundle and reading the subject.
+//!
+//! Mirrors `pkg/authentication/request/x509/x509.go`. Verification uses rustls'
+//! `WebPkiClientVerifier` (one per bundle), which, like the apiserver's `DefaultVerifyOptions`,
+//! requires the client-auth extended key usage when the certificate lists any.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::server::danger::ClientCertVerifier;
+use rustls::server::WebPkiClientVerifier;
+use rustls::RootCertStore;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, UnixTime};
+use sha2::{Digest, Sha256};
+use x509_parser::certificate::X509Certificate;
+use x509_parser::der_parser::oid;
+use x509_parser::extensions::ParsedExtension;
+use x509_parser::prelude::FromDer;
+
+use super::config::AuthConfigError;
+use super::error::CertError;
+use super::Identity;
+
+/// The `extra` key under which the apiserver records the certificate fingerprint.
+pub(crate) const CREDENTIAL_ID_KEY: &str = "authentication.kubernetes.io/credential-id";
+
+mod verified;
+
+use verified::VerifiedChains;
+
+/// A CA bundle and the verifier built over it.
+pub(crate) struct CaBundle {
+    certs: Vec<CertificateDer<'static>>,
+    verifier: Arc<dyn ClientCertVerifier>,
+    verified: VerifiedChains,
+}
+
+impl CaBundle {
+    /// Reads a PEM bundle; `what` names the flag in errors.
+    pub(crate) fn load(what: &'static str, path: &Path) -> Result<Self, AuthConfigError> {
+        let pem = std::fs::read(path).map_err(|source| AuthConfigError::Read {
+            what,
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_pem(&pem).map_err(|message| AuthConfigError::CaBundle {
+            what,
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parses a PEM bundle of one or more CA certificates.
+    pub(crate) fn from_pem(pem: &[u8]) -> Result<Self, String> {
+        let certs = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("not a PEM certificate bundle: {e}"))?;
+        if certs.is_empty() {
+            return Err("holds no certificate".to_string());
+        }
+        let mut roots = RootCertStore::empty();
+        for cert in &certs {
+            roots
+                .add(cert.clone())
+                .map_err(|e| format!("unusable CA certificate: {e}"))?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .map_err(|e| format!("building the verifier: {e}"))?;
+        Ok(CaBundle {
+            certs,
+            verifier,
+            verified: VerifiedChains::default(),
+        })
+    }
+
+    /// The CA certificates, DER.
+    pub(crate) fn certs(&self) -> &[CertificateDer<'static>] {
+        &self.certs
+    }
+
+    /// Verifies `chain` (leaf first, then intermediates) against this bundle at `now`; a chain
+    /// that verified in the last minute (and has not expired since) is not verified again.
+    pub(crate) fn verify(
+        &self,
+        chain: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<(), CertError> {
+        let Some((leaf, intermediates)) = chain.split_first() else {
+            return Err(CertError::Parse("empty certificate chain".to_string()));
+        };
+        if self.verified.contains(chain, now) {
+            return Ok(());
+        }
+        self.verifier
+            .verify_client_cert(leaf, intermediates, now)
+            .map_err(|e| CertError::Verify {
+                id: certificate_identifier(leaf),
+                reason: e.to_string(),
+            })?;
+        self.verified.insert(chain, now);
+        Ok(())
+    }
+}
+
+/// The parts of a leaf certificate's subject the authenticators use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Subject {
+    /// The CN; Go's `pkix.Name` keeps the last one when there are several.
+    pub(crate) common_name: String,
+    /// Every O, in order.
+    pub(crate) organizations: Vec<String>,
+    /// Every UID attribute (OID 0.9.2342.19200300.100.1.1); `None` when not a string.
+    uids: Vec<Option<String>>,
+}
+
+impl Subject {
+    /// Reads the subject of a DER certificate.
+    pub(crate) fn parse(der: &[u8]) -> Result<Self, CertError> {
+        let (_, cert) =
+            X509Certificate::from_der(der).map_err(|e| CertError::Parse(e.to_string()))?;
+        let name = cert.subject();
+        // Go's FillFromRDNSequence skips non-string values and lets a later CN win.
+        let common_name = name
+            .iter_common_name()
+            .filter_map(|a| a.as_str().ok())
+            .last()
+            .unwrap_or_default()
+            .to_string();
+        let organizations = name
+            .iter_organization()
+            .filter_map(|a| a.as_str().ok().map(str::to_string))
+            .collect();
+        let uid_oid = oid!(0.9.2342 .19200300 .100 .1 .1);
+        let uids = name
+            .iter_by_oid(&uid_oid)
+            .map(|a| a.as_str().ok().map(str::to_string))
+            .collect();
+        Ok(Subject {
+            common_name,
+            organizations,
+            uids,
+        })
+    }
+
+    /// Mirrors `parseUIDFromCert` (AllowParsingUserUIDFromCertAuth, on by default): at most one
+    /// UID attribute, a non-empty string.
+    pub(crate) fn uid(&self) -> Result<String, CertError> {
+        match self.uids.as_slice() {
+            [] => Ok(String::new()),
+            [None] => Err(CertError::Uid(
+                "unable to parse UID into a string".to_string(),
+            )),
+            [Some(uid)] if uid.is_empty() => {
+                Err(CertError::Uid("UID cannot be an empty string".to_string()))
+            }
+            [Some(uid)] => Ok(uid.clone()),
+            many => {
+                let shown: Vec<&str> = many.iter().map(|u| u.as_deref().unwrap_or("?")).collect();
+                Err(CertError::Uid(format!(
+                    "expected 1 UID, but found multiple: [{}]",
+                    shown.join(" ")
+                )))
+            }
+        }
+    }
+}
+
+/// Authenticates a verified client certificate as its CN. Mirrors `x509.Authenticator` with
+/// `CommonNameUserConversion`.
+pub(crate) struct ClientCertAuthenticator {
+    ca: CaBundle,
+}
+
+impl ClientCertAuthenticator {
+    pub(crate) fn new(ca: CaBundle) -> Self {
+        ClientCertAuthenticator { ca }
+    }
+
+    /// The CA bundle, for the server's TLS verifier.
+    pub(crate) fn ca(&self) -> &CaBundle {
+        &self.ca
+    }
+
+    /// `Ok(None)` when no certificate was presented or its CN is empty; an error when the
+    /// presented chain does not verify.
+    pub(crate) fn authenticate(
+        &self,
+        chain: Option<&[CertificateDer<'static>]>,
+        now: UnixTime,
+    ) -> Result<Option<Identity>, CertError> {
+        let Some(chain) = chain.filter(|c| !c.is_empty()) else {
+            return Ok(None);
+        };
+        self.ca.verify(chain, now)?;
+        let leaf = &chain[0];
+        let subject = Subject::parse(leaf)?;
+        if subject.common_name.is_empty() {
+            return Ok(None);
+        }
+        let uid = subject.uid()?;
+        let fingerprint = hex(&Sha256::digest(leaf.as_ref()));
+        let mut identity = Identity {
+            user: subject.common_name,
+            uid,
+            groups: subject.organizations,
+            ..Identity::default()
+        };
+        identity.extra.insert(
+            CREDENTIAL_ID_KEY.to_string(),
+            vec![format!("X509SHA256={fingerprint}")],
+        );
+        Ok(Some(identity))
+    }
+}
+
+/// `SN=<decimal serial>, SKID=<AA:BB..>, AKID=<AA:BB..>`, as `certificateIdentifier` writes it.
+fn certificate_identifier(der: &CertificateDer<'_>) -> String {
+    let Ok((_, cert)) = X509Certificate::from_der(der) else {
+        return "<unparsable certificate>".to_string();
+    };
+    let (mut skid, mut akid) = (String::new(), String::new());
+    for ext in cert.extensions() {
+        match ext.parsed_extension() {
+            ParsedExtension::SubjectKeyIdentifier(id) => skid = column_separated_hex(id.0),
+            ParsedExtension::AuthorityKeyIdentifier(aki) => {
+                if let Some(id) = &aki.key_identifier {
+                    akid = column_separated_hex(id.0);
+                }
+            }
+            _ => {}
+        }
+    }
+    format!(
+        "SN={}, SKID={skid}, AKID={akid}",
+        cert.tbs_certificate.serial
+    )
+}
+
+fn column_separated_hex(bytes: &[u8]) -> String {
+    let parts: Vec<String> = bytes.iter().map(|b| format!("{b:02X}")).collect();
+    parts.join(":")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests;

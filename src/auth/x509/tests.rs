@@ -1,0 +1,195 @@
+use super::*;
+use crate::auth::test_pki::{ClientSpec, TestCa};
+
+fn bundle(ca: &TestCa) -> CaBundle {
+    CaBundle::from_pem(ca.pem().as_bytes()).expect("CA bundle")
+}
+
+fn spec(cn: &str) -> ClientSpec<'_> {
+    ClientSpec {
+        cn: Some(cn),
+        ..ClientSpec::default()
+    }
+}
+
+#[test]
+fn verified_certificate_gives_cn_as_user_and_o_as_groups() {
+    let ca = TestCa::new("client-ca");
+    let chain = ca.client(ClientSpec {
+        cn: Some("alice"),
+        orgs: &["dev", "ops"],
+        uid: Some("uid-123"),
+        ..ClientSpec::default()
+    });
+    let auth = ClientCertAuthenticator::new(bundle(&ca));
+    let id = auth
+        .authenticate(Some(&chain), UnixTime::now())
+        .expect("verifies")
+        .expect("has a CN");
+    assert_eq!(id.user, "alice");
+    assert_eq!(id.uid, "uid-123");
+    assert_eq!(id.groups, vec!["dev", "ops"]);
+    let fingerprint = hex(&Sha256::digest(chain[0].as_ref()));
+    assert_eq!(
+        id.extra.get(CREDENTIAL_ID_KEY),
+        Some(&vec![format!("X509SHA256={fingerprint}")])
+    );
+}
+
+#[test]
+fn no_certificate_or_empty_cn_is_no_opinion() {
+    let ca = TestCa::new("client-ca");
+    let auth = ClientCertAuthenticator::new(bundle(&ca));
+    assert_eq!(auth.authenticate(None, UnixTime::now()), Ok(None));
+    assert_eq!(auth.authenticate(Some(&[]), UnixTime::now()), Ok(None));
+    let no_cn = ca.client(ClientSpec {
+        orgs: &["dev"],
+        ..ClientSpec::default()
+    });
+    assert_eq!(auth.authenticate(Some(&no_cn), UnixTime::now()), Ok(None));
+}
+
+#[test]
+fn certificates_that_do_not_verify_are_errors() {
+    let ca = TestCa::new("client-ca");
+    let other = TestCa::new("other-ca");
+    let auth = ClientCertAuthenticator::new(bundle(&ca));
+    let cases = [
+        ("wrong CA", other.client(spec("mallory"))),
+        (
+            "expired",
+            ca.client(ClientSpec {
+                expired: true,
+                ..spec("old")
+            }),
+        ),
+        (
+            "server auth only",
+            ca.client(ClientSpec {
+                server_auth_only: true,
+                ..spec("server")
+            }),
+        ),
+    ];
+    for (name, chain) in cases {
+        let err = auth
+            .authenticate(Some(&chain), UnixTime::now())
+            .expect_err(name);
+        let CertError::Verify { id, .. } = &err else {
+            panic!("{name}: {err}");
+        };
+        assert!(id.starts_with("SN="), "{name}: {id}");
+        assert!(id.contains("SKID=") && id.contains("AKID="), "{name}: {id}");
+    }
+}
+
+#[test]
+fn uid_attribute_rules_mirror_parse_uid_from_cert() {
+    let subject = |uids: Vec<Option<&str>>| Subject {
+        common_name: "u".to_string(),
+        organizations: Vec::new(),
+        uids: uids.into_iter().map(|u| u.map(str::to_string)).collect(),
+    };
+    let cases = [
+        (vec![], Ok(String::new())),
+        (vec![Some("abc")], Ok("abc".to_string())),
+        (
+            vec![Some("")],
+            Err(CertError::Uid("UID cannot be an empty string".to_string())),
+        ),
+        (
+            vec![None],
+            Err(CertError::Uid(
+                "unable to parse UID into a string".to_string(),
+            )),
+        ),
+        (
+            vec![Some("a"), Some("b")],
+            Err(CertError::Uid(
+                "expected 1 UID, but found multiple: [a b]".to_string(),
+            )),
+        ),
+    ];
+    for (uids, want) in cases {
+        assert_eq!(subject(uids.clone()).uid(), want, "{uids:?}");
+    }
+}
+
+#[test]
+fn bad_ca_bundles_are_rejected() {
+    assert!(CaBundle::from_pem(b"").is_err());
+    assert!(CaBundle::from_pem(b"not pem at all").is_err());
+    let garbage = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+    assert!(CaBundle::from_pem(garbage.as_bytes()).is_err());
+}
+
+#[test]
+fn a_bundle_with_several_cas_verifies_each() {
+    let a = TestCa::new("a");
+    let b = TestCa::new("b");
+    let pem = format!("{}{}", a.pem(), b.pem());
+    let bundle = CaBundle::from_pem(pem.as_bytes()).expect("bundle");
+    assert_eq!(bundle.certs().len(), 2);
+    for ca in [&a, &b] {
+        bundle
+            .verify(&ca.client(spec("x")), UnixTime::now())
+            .expect("verifies");
+    }
+}
+
+#[test]
+fn intermediates_sent_by_the_client_complete_the_chain() {
+    let root = TestCa::new("root");
+    let intermediate = root.intermediate("intermediate");
+    let mut chain = intermediate.client(spec("carol"));
+    let auth = ClientCertAuthenticator::new(bundle(&root));
+    assert!(
+        matches!(
+            auth.authenticate(Some(&chain), UnixTime::now()),
+            Err(CertError::Verify { .. })
+        ),
+        "leaf alone does not chain to the root"
+    );
+    chain.push(intermediate.der());
+    let id = auth
+        .authenticate(Some(&chain), UnixTime::now())
+        .expect("verifies through the intermediate")
+        .expect("has a CN");
+    assert_eq!(id.user, "carol");
+}
+
+#[test]
+fn a_verified_chain_is_remembered_for_a_minute_at_most() {
+    use std::time::Duration;
+    let ca = TestCa::new("client-ca");
+    let other = TestCa::new("other-ca");
+    let bundle = bundle(&ca);
+    let chain = ca.client(spec("alice"));
+    let t0 = UnixTime::now();
+    let at = |secs: u64| UnixTime::since_unix_epoch(Duration::from_secs(t0.as_secs() + secs));
+    bundle.verify(&chain, t0).expect("verifies");
+    assert!(bundle.verified.contains(&chain, at(59)));
+    assert!(
+        !bundle.verified.contains(&chain, at(60)),
+        "re-verified after the TTL"
+    );
+    bundle.verify(&chain, at(60)).expect("still valid");
+    assert!(bundle.verify(&other.client(spec("m")), t0).is_err());
+    assert_eq!(bundle.verified.len(), 1, "failures are not remembered");
+}
+
+#[test]
+fn a_remembered_chain_is_not_trusted_past_its_not_after() {
+    use std::time::Duration;
+    let ca = TestCa::new("client-ca");
+    let bundle = bundle(&ca);
+    let chain = ca.client(spec("alice"));
+    let (_, cert) = X509Certificate::from_der(&chain[0]).expect("parses");
+    let not_after = u64::try_from(cert.validity().not_after.timestamp()).expect("after 1970");
+    let at = |secs: u64| UnixTime::since_unix_epoch(Duration::from_secs(secs));
+    bundle
+        .verify(&chain, at(not_after - 30))
+        .expect("valid until notAfter");
+    assert!(bundle.verified.contains(&chain, at(not_after - 1)));
+    assert!(!bundle.verified.contains(&chain, at(not_after)));
+}

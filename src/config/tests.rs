@@ -1,0 +1,349 @@
+//! Parsing, defaulting per version, loading and the embedded bootstrap configuration.
+
+use super::load::{load_sources, SourceFile};
+use super::parse::Format;
+use super::*;
+
+fn load(format: Format, text: &str) -> Result<Loaded, ConfigError> {
+    load_sources(&[SourceFile {
+        name: "t.yaml".to_string(),
+        bytes: text.as_bytes().to_vec(),
+        format,
+    }])
+}
+
+fn load_yaml(text: &str) -> Loaded {
+    match load(Format::Yaml, text) {
+        Ok(loaded) => loaded,
+        Err(ConfigError::Invalid { problems, .. }) => {
+            panic!("unexpected problems: {problems:#?}")
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn problems(text: &str) -> Vec<String> {
+    match load(Format::Yaml, text) {
+        Err(ConfigError::Invalid { problems, .. }) => {
+            problems.iter().map(ToString::to_string).collect()
+        }
+        other => panic!("expected problems, got {other:?}"),
+    }
+}
+
+fn plc(api_version: &str, annotations: &str, limited: &str) -> String {
+    format!(
+        "apiVersion: flowcontrol.apiserver.k8s.io/{api_version}\nkind: PriorityLevelConfiguration\n\
+         metadata:\n  name: pl\n{annotations}spec:\n  type: Limited\n  limited:\n{limited}"
+    )
+}
+
+const REJECT: &str = "    limitResponse: {type: Reject}\n";
+const PRESERVE: &str =
+    "  annotations: {flowcontrol.k8s.io/v1beta3-preserve-zero-concurrency-shares: \"\"}\n";
+
+#[test]
+fn shares_are_defaulted_per_version() {
+    let cases = [
+        ("v1", "", "", 30),
+        ("v1", "", "    nominalConcurrencyShares: 0\n", 0),
+        ("v1", "", "    nominalConcurrencyShares: 7\n", 7),
+        ("v1beta3", "", "", 30),
+        ("v1beta3", "", "    nominalConcurrencyShares: 0\n", 30),
+        ("v1beta3", PRESERVE, "    nominalConcurrencyShares: 0\n", 0),
+        ("v1beta3", PRESERVE, "", 0),
+        ("v1beta3", PRESERVE, "    nominalConcurrencyShares: 4\n", 4),
+        ("v1beta2", "", "    assuredConcurrencyShares: 0\n", 30),
+        ("v1beta2", "", "    assuredConcurrencyShares: 9\n", 9),
+        ("v1beta1", "", "", 30),
+    ];
+    for (version, annotations, shares, want) in cases {
+        let text = plc(version, annotations, &format!("{shares}{REJECT}"));
+        let loaded = load_yaml(&text);
+        let pl = loaded.config.priority_level("pl").expect("pl");
+        assert_eq!(
+            pl.nominal_concurrency_shares(),
+            want,
+            "{version} {annotations} {shares}"
+        );
+        assert_eq!(pl.lendable_percent(), 0);
+        assert_eq!(pl.borrowing_limit_percent(), None);
+    }
+}
+
+#[test]
+fn preserve_zero_annotation_is_forbidden_outside_v1beta3() {
+    for version in ["v1", "v1beta2", "v1beta1"] {
+        let text = plc(version, PRESERVE, REJECT);
+        assert_eq!(
+            problems(&text),
+            vec!["t.yaml: PriorityLevelConfiguration/pl: metadata.annotations: Forbidden: \
+                  annotation 'flowcontrol.k8s.io/v1beta3-preserve-zero-concurrency-shares' is forbidden"],
+            "{version}"
+        );
+    }
+}
+
+#[test]
+fn queuing_defaults_fill_only_existing_sections() {
+    let text = plc(
+        "v1",
+        "",
+        "    limitResponse:\n      type: Queue\n      queuing: {}\n",
+    );
+    let loaded = load_yaml(&text);
+    let q = loaded
+        .config
+        .priority_level("pl")
+        .and_then(|pl| pl.queuing());
+    assert_eq!(
+        q,
+        Some(Queuing {
+            queues: 64,
+            hand_size: 8,
+            queue_length_limit: 50
+        })
+    );
+    // No `queuing` section: it is not created, so validation requires it.
+    let text = plc("v1", "", "    limitResponse: {type: Queue}\n");
+    assert_eq!(
+        problems(&text),
+        vec![
+            "t.yaml: PriorityLevelConfiguration/pl: spec.limited.limitResponse.queuing: \
+              Required value: must not be empty if limited.limitResponse.type is Limited"
+        ]
+    );
+}
+
+const FS_V1BETA1: &str = "apiVersion: flowcontrol.apiserver.k8s.io/v1beta1
+kind: FlowSchema
+metadata: {name: fs}
+spec:
+  priorityLevelConfiguration: {name: pl}
+  rules:
+  - subjects: [{kind: Group, group: {name: dev}}]
+    nonResourceRules: [{verbs: ['*'], nonResourceURLs: ['*']}]
+";
+
+const PL_V1: &str = "apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: pl}
+spec: {type: Limited, limited: {limitResponse: {type: Reject}}}
+";
+
+#[test]
+fn flow_schema_precedence_defaults_to_1000() {
+    let loaded = load_yaml(&format!("{FS_V1BETA1}---\n{PL_V1}"));
+    let fs = &loaded.config.flow_schemas()[1];
+    assert_eq!((fs.name.as_str(), fs.matching_precedence), ("fs", 1000));
+}
+
+#[test]
+fn multi_document_yaml_with_empty_documents_loads() {
+    let text = format!("---\n---\n{FS_V1BETA1}---\n# only a comment\n---\n{PL_V1}");
+    let loaded = load_yaml(&text);
+    assert_eq!(loaded.config.flow_schemas().len(), 3);
+    assert!(loaded.warnings.is_empty());
+}
+
+#[test]
+fn lists_of_every_kind_load_and_other_kinds_are_warned_about() {
+    let text = "apiVersion: flowcontrol.apiserver.k8s.io/v1beta2
+kind: FlowSchemaList
+items:
+- metadata: {name: a}
+  spec:
+    priorityLevelConfiguration: {name: p}
+    rules: [{subjects: [{kind: User, user: {name: u}}], nonResourceRules: [{verbs: [get], nonResourceURLs: [/x]}]}]
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfigurationList
+items:
+- metadata: {name: p}
+  spec: {type: Limited, limited: {limitResponse: {type: Reject}}}
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: cm}
+- apiVersion: flowcontrol.apiserver.k8s.io/v1beta3
+  kind: PriorityLevelConfiguration
+  metadata: {name: q}
+  spec: {type: Limited, limited: {limitResponse: {type: Reject}}}
+";
+    let loaded = load_yaml(text);
+    let levels: Vec<&str> = loaded
+        .config
+        .priority_levels()
+        .map(|pl| pl.name.as_str())
+        .collect();
+    assert_eq!(levels, ["catch-all", "exempt", "p", "q"]);
+    assert!(loaded.config.flow_schemas().iter().any(|fs| fs.name == "a"));
+    let warnings: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        warnings,
+        [
+            "t.yaml: document 3 items[0]: ignoring v1/ConfigMap: only FlowSchema and \
+          PriorityLevelConfiguration of flowcontrol.apiserver.k8s.io v1, v1beta3, v1beta2 and \
+          v1beta1 are read"
+        ]
+    );
+}
+
+#[test]
+fn json_streams_load() {
+    let text = r#"{"apiVersion":"flowcontrol.apiserver.k8s.io/v1","kind":"PriorityLevelConfiguration",
+ "metadata":{"name":"j"},"spec":{"type":"Limited","limited":{"limitResponse":{"type":"Reject"}}}}
+{"apiVersion":"v1","kind":"List","items":[]}"#;
+    let loaded = load(Format::Json, text).expect("valid");
+    assert!(loaded.config.priority_level("j").is_some());
+}
+
+#[test]
+fn unknown_fields_and_wrong_types_are_errors_with_paths() {
+    let text = "apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: pl, colour: red}
+spec:
+  type: Limited
+  limited:
+    assuredConcurrencyShares: 5
+    lendablePercent: lots
+    limitResponse: {type: Reject}
+";
+    assert_eq!(
+        problems(text),
+        [
+            "t.yaml: PriorityLevelConfiguration/pl: metadata.colour: Unknown field",
+            "t.yaml: PriorityLevelConfiguration/pl: spec.limited.assuredConcurrencyShares: \
+             Unknown field: this apiVersion names the field nominalConcurrencyShares",
+            "t.yaml: PriorityLevelConfiguration/pl: spec.limited.lendablePercent: Invalid type: \
+             expected an int32, got string \"lots\"",
+        ]
+    );
+}
+
+#[test]
+fn yaml_syntax_errors_name_the_line() {
+    let got = problems("apiVersion: v1\nkind: [unclosed\n");
+    assert_eq!(got.len(), 1);
+    assert!(got[0].starts_with("t.yaml: invalid YAML: "), "{got:?}");
+    assert!(got[0].contains("line 2"), "{got:?}");
+}
+
+#[test]
+fn documents_that_are_not_objects_are_errors() {
+    assert_eq!(
+        problems("- a\n---\nkind: FlowSchema\n"),
+        [
+            "t.yaml: document 1: expected a Kubernetes object (a mapping with apiVersion and kind)",
+            "t.yaml: document 2: Object 'apiVersion' is missing",
+        ]
+    );
+}
+
+#[test]
+fn unnamed_objects_and_duplicates_are_reported() {
+    let text = format!(
+        "{FS_V1BETA1}---\n{FS_V1BETA1}---\n{}",
+        FS_V1BETA1.replace("name: fs", "uid: x")
+    );
+    assert_eq!(
+        problems(&text),
+        [
+            "t.yaml: FlowSchema/<unnamed: document 3>: metadata.name: Required value: name or \
+             generateName is required",
+            "t.yaml: FlowSchema/fs: metadata.name: Duplicate value: \"fs\": also defined in \
+             t.yaml (FlowSchema/fs)",
+        ]
+    );
+}
+
+#[test]
+fn dangling_flow_schemas_are_warned_about_and_skipped() {
+    let loaded = load_yaml(&FS_V1BETA1.replace("name: pl", "name: nowhere"));
+    assert_eq!(loaded.config.dangling().len(), 1);
+    assert_eq!(
+        loaded.warnings[0].to_string(),
+        "t.yaml: FlowSchema/fs: This FlowSchema references the PriorityLevelConfiguration object \
+         named \"nowhere\" but there is no such object; it is skipped for matching"
+    );
+    assert!(!loaded
+        .config
+        .flow_schemas()
+        .iter()
+        .any(|fs| fs.name == "fs"));
+}
+
+#[test]
+fn bootstrap_loads_without_problems_or_warnings() {
+    let loaded = load_bootstrap().expect("bootstrap is valid");
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let config = bootstrap();
+    let order: Vec<&str> = config
+        .flow_schemas()
+        .iter()
+        .map(|fs| fs.name.as_str())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "exempt",
+            "probes",
+            "system-leader-election",
+            "system-node-high",
+            "system-nodes",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kube-system-service-accounts",
+            "service-accounts",
+            "global-default",
+            "catch-all",
+        ]
+    );
+    assert_eq!(config.priority_levels().count(), 8);
+    assert_eq!(**config.catch_all(), mandatory::catch_all_flow_schema());
+    assert_eq!(
+        config.flow_schemas()[0].as_ref(),
+        &mandatory::exempt_flow_schema()
+    );
+    assert_eq!(
+        config.priority_level("exempt").map(|p| p.as_ref()),
+        Some(&mandatory::exempt_priority_level())
+    );
+    assert_eq!(
+        config.priority_level("catch-all").map(|p| p.as_ref()),
+        Some(&mandatory::catch_all_priority_level())
+    );
+}
+
+#[test]
+fn dump_round_trips_through_the_loader() {
+    let config = bootstrap();
+    let text = to_yaml(&config);
+    let again = load_yaml(&text).config;
+    assert_eq!(to_yaml(&again), text);
+    let names = |c: &Config| -> Vec<FlowSchema> {
+        c.flow_schemas().iter().map(|f| (**f).clone()).collect()
+    };
+    assert_eq!(names(&again), names(&config));
+}
+
+#[test]
+fn yaml_merge_keys_are_applied() {
+    let text = format!(
+        "{PL_V1}---\napiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\n\
+         metadata: {{name: merged}}\nspec:\n  <<: {{priorityLevelConfiguration: {{name: pl}}}}\n  \
+         rules: [{{subjects: [{{kind: Group, group: {{name: g}}}}], nonResourceRules: [{{verbs: [get], nonResourceURLs: [/x]}}]}}]\n"
+    );
+    let loaded = load_yaml(&text);
+    assert!(loaded
+        .config
+        .flow_schemas()
+        .iter()
+        .any(|fs| fs.name == "merged"));
+}
+
+mod props;

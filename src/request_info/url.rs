@@ -1,0 +1,236 @@
+//! The parts of Go's `net/url` that kube-apiserver's request attributes depend on: how
+//! `url.ParseRequestURI` splits and decodes a request target, and how `URL.Query()` decodes the
+//! query.
+
+use std::borrow::Cow;
+
+use super::RequestInfoError;
+
+/// Go's default `urlmaxqueryparams` (Go ≥ 1.24; kube-apiserver builds with Go 1.26): a query with
+/// more parameters than this (counted as `&`s + 1) fails to parse as a whole, and `URL.Query()`
+/// then yields no parameters at all.
+const MAX_QUERY_PARAMS: usize = 10_000;
+
+/// A request target as Go's HTTP server hands it to a handler.
+#[derive(Debug)]
+pub(super) struct RequestTarget<'a> {
+    /// `URL.Path`: the percent-decoded path (`+` stays `+`, `%2F` becomes `/`).
+    pub path: String,
+    /// `URL.RawQuery`: everything after the first `?`, still encoded.
+    pub raw_query: &'a str,
+    /// The path as received.
+    raw_path: &'a str,
+    /// Whether the target had a `?` (Go's `ForceQuery` keeps a lone one).
+    has_query: bool,
+}
+
+impl RequestTarget<'_> {
+    /// Mirrors `URL.String()` for a request URL, which the apiserver puts in some error messages:
+    /// `EscapedPath()` (the path as received when that is a valid encoding, else Go's re-escaping
+    /// of the decoded path) and the raw query.
+    pub fn go_string(&self) -> String {
+        let mut out = if self.path == "*" || valid_encoded_path(self.raw_path) {
+            self.raw_path.to_owned()
+        } else {
+            escape_path(&self.path)
+        };
+        if self.has_query {
+            out.push('?');
+            out.push_str(self.raw_query);
+        }
+        out
+    }
+}
+
+/// Mirrors `url.ParseRequestURI` for the forms hyper hands over as `Uri::path_and_query`: an
+/// absolute path with an optional query, or `*`.
+///
+/// Differs from Go in rejecting absolute-form targets (`http://host/path`): the caller passes the
+/// path and query only, so anything else is a caller error. No fragment is split off (Go does not
+/// either: a request target has none).
+pub(super) fn parse_request_target(target: &str) -> Result<RequestTarget<'_>, RequestInfoError> {
+    // Go refuses ASCII control characters anywhere in the raw target (`%00` is fine).
+    if target.bytes().any(|b| b < b' ' || b == 0x7f) || target.is_empty() {
+        return Err(RequestInfoError::InvalidTarget(target.to_owned()));
+    }
+    if target == "*" {
+        return Ok(RequestTarget {
+            path: "*".to_owned(),
+            raw_query: "",
+            raw_path: target,
+            has_query: false,
+        });
+    }
+    if !target.starts_with('/') {
+        return Err(RequestInfoError::InvalidTarget(target.to_owned()));
+    }
+    let (raw_path, raw_query, has_query) = match target.split_once('?') {
+        Some((path, query)) => (path, query, true),
+        None => (target, "", false),
+    };
+    let path =
+        unescape(raw_path.as_bytes(), Mode::Path).map_err(RequestInfoError::InvalidEscape)?;
+    Ok(RequestTarget {
+        path: into_string(path),
+        raw_query,
+        raw_path,
+        has_query,
+    })
+}
+
+/// The first value of each query parameter that `ListOptions` decoding and selector recording
+/// look at, decoded as `url.ParseQuery` does.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(super) struct ListQuery {
+    /// `watch`
+    pub watch: Option<String>,
+    /// `labelSelector`
+    pub label_selector: Option<String>,
+    /// `fieldSelector`
+    pub field_selector: Option<String>,
+    /// `limit`
+    pub limit: Option<String>,
+    /// `timeoutSeconds`
+    pub timeout_seconds: Option<String>,
+}
+
+/// Mirrors `URL.Query()` (Go ≥ 1.17), keeping only the first value of the parameters in
+/// [`ListQuery`].
+///
+/// Pairs are split on `&` only; a pair containing `;` is dropped, as is a pair whose key or value
+/// holds an invalid escape, so a later well-formed pair with the same key becomes the "first"
+/// value. `+` decodes to a space. Over [`MAX_QUERY_PARAMS`] parameters, nothing is kept.
+pub(super) fn parse_query(raw_query: &str) -> ListQuery {
+    let mut query = ListQuery::default();
+    if raw_query.bytes().filter(|&b| b == b'&').count() + 1 > MAX_QUERY_PARAMS {
+        return query;
+    }
+    for pair in raw_query.split('&') {
+        if pair.is_empty() || pair.contains(';') {
+            continue;
+        }
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let Ok(key) = unescape(key.as_bytes(), Mode::QueryComponent) else {
+            continue;
+        };
+        let slot = match &*key {
+            b"watch" => &mut query.watch,
+            b"labelSelector" => &mut query.label_selector,
+            b"fieldSelector" => &mut query.field_selector,
+            b"limit" => &mut query.limit,
+            b"timeoutSeconds" => &mut query.timeout_seconds,
+            _ => continue,
+        };
+        if slot.is_some() {
+            continue;
+        }
+        if let Ok(value) = unescape(value.as_bytes(), Mode::QueryComponent) {
+            *slot = Some(into_string(value));
+        }
+    }
+    query
+}
+
+/// Which of Go's `unescape` modes applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// `encodePath`: `+` is a literal plus.
+    Path,
+    /// `encodeQueryComponent`: `+` is a space.
+    QueryComponent,
+}
+
+/// Mirrors Go's `unescape`: every `%` must start a two-digit hex escape, else the error names the
+/// offending text (at most three bytes, as `url.EscapeError` does).
+fn unescape(s: &[u8], mode: Mode) -> Result<Cow<'_, [u8]>, String> {
+    let mut needs_decoding = false;
+    let mut i = 0;
+    while i < s.len() {
+        match s[i] {
+            b'%' => {
+                let valid =
+                    s.len() > i + 2 && s[i + 1].is_ascii_hexdigit() && s[i + 2].is_ascii_hexdigit();
+                if !valid {
+                    let end = s.len().min(i + 3);
+                    return Err(String::from_utf8_lossy(&s[i..end]).into_owned());
+                }
+                needs_decoding = true;
+                i += 3;
+            }
+            b'+' => {
+                needs_decoding |= mode == Mode::QueryComponent;
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    if !needs_decoding {
+        return Ok(Cow::Borrowed(s));
+    }
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        match s[i] {
+            b'%' => {
+                out.push(hex_value(s[i + 1]) << 4 | hex_value(s[i + 2]));
+                i += 3;
+            }
+            b'+' if mode == Mode::QueryComponent => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    Ok(Cow::Owned(out))
+}
+
+/// Mirrors `shouldEscape(c, encodePath)`: everything but unreserved characters and the reserved
+/// ones a path may hold (`$&+,/:;=@`).
+fn path_byte_needs_escape(b: u8) -> bool {
+    !(b.is_ascii_alphanumeric() || b"-_.~$&+,/:;=@".contains(&b))
+}
+
+/// Mirrors `validEncoded(s, encodePath)`.
+fn valid_encoded_path(raw: &str) -> bool {
+    raw.bytes()
+        .all(|b| b"!$&'()*+,;=:@[]%".contains(&b) || !path_byte_needs_escape(b))
+}
+
+/// Mirrors `escape(s, encodePath)`.
+fn escape_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if path_byte_needs_escape(b) {
+            out.push_str(&format!("%{b:02X}"));
+        } else {
+            out.push(char::from(b));
+        }
+    }
+    out
+}
+
+/// The value of an ASCII hex digit (validated by the caller).
+fn hex_value(digit: u8) -> u8 {
+    match digit {
+        b'0'..=b'9' => digit - b'0',
+        b'a'..=b'f' => digit - b'a' + 10,
+        _ => digit.wrapping_sub(b'A').wrapping_add(10),
+    }
+}
+
+/// Turns decoded bytes into a `String`.
+///
+/// Go strings may hold invalid UTF-8 after `%`-decoding; ours cannot, so such bytes become
+/// U+FFFD. No Kubernetes name, namespace, resource or selector term is valid with them, so
+/// classification is unaffected; only the echoed `path` shows the replacement.
+fn into_string(bytes: Cow<'_, [u8]>) -> String {
+    match bytes {
+        Cow::Borrowed(b) => String::from_utf8_lossy(b).into_owned(),
+        Cow::Owned(v) => String::from_utf8(v)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    }
+}
