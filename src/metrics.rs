@@ -11,6 +11,7 @@
 //! component-base stability prefix (`[ALPHA] `, `[BETA] `) and, for timing histograms, the
 //! `EXPERIMENTAL: ` prefix in front of it; ours do the same so the exposition matches.
 
+mod collectors;
 mod endpoints;
 mod flowcontrol;
 mod labels;
@@ -24,10 +25,7 @@ use prometheus::{Encoder, Registry, TextEncoder};
 use tokio::time::Instant;
 
 pub use flowcontrol::{DispatchR, PriorityLevelGauges};
-pub use labels::{
-    AuthMethod, AuthResult, ExecutionType, Phase, RejectReason, RequestKind, UpstreamOutcome,
-};
-pub use proxy::OpenConnection;
+pub use labels::{ExecutionType, Phase, RejectReason, RequestKind, UpstreamOutcome};
 pub use timing_ratio::{RatioedGauge, TimingRatioHistogramVec};
 
 /// Every metric the proxy exports, in one registry.

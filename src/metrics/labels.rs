@@ -96,59 +96,6 @@ impl Phase {
     }
 }
 
-/// Which authenticator decided (`method` of `apf_proxy_authentications_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AuthMethod {
-    /// Front-proxy request headers (`X-Remote-User`) behind a verified client certificate.
-    RequestHeader,
-    /// An x509 client certificate.
-    ClientCertificate,
-    /// A bearer token from `--token-auth-file`.
-    TokenFile,
-    /// A bearer token checked with a TokenReview.
-    Webhook,
-    /// Anonymous access.
-    Anonymous,
-    /// No credentials were presented and anonymous access is off.
-    None,
-}
-
-impl AuthMethod {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuthMethod::RequestHeader => "requestheader",
-            AuthMethod::ClientCertificate => "x509",
-            AuthMethod::TokenFile => "token-file",
-            AuthMethod::Webhook => "webhook",
-            AuthMethod::Anonymous => "anonymous",
-            AuthMethod::None => "none",
-        }
-    }
-}
-
-/// How an authentication ended (`result`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AuthResult {
-    /// An identity was established.
-    Success,
-    /// The credentials were rejected (401).
-    Failure,
-    /// The authenticator could not decide (e.g. the TokenReview call failed).
-    Error,
-}
-
-impl AuthResult {
-    /// The label value (the apiserver's `authentication_attempts` uses the same three).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuthResult::Success => "success",
-            AuthResult::Failure => "failure",
-            AuthResult::Error => "error",
-        }
-    }
-}
-
 /// How an upstream exchange ended, for `apf_proxy_upstream_*`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UpstreamOutcome {

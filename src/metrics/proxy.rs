@@ -1,11 +1,12 @@
-//! The proxy's own families, prefixed `apf_proxy_`: authentication, the TokenReview cache, the
-//! upstream, TLS handshakes, configuration reloads, connections and responses.
+//! The proxy's own families that the pipeline reports as events, prefixed `apf_proxy_`: the
+//! upstream, configuration reloads and responses. (Authentication and connection counters are read
+//! from their owners' stats: see `collectors.rs`.)
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prometheus::{Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{Gauge, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 
-use super::labels::{status_code_label, AuthMethod, AuthResult, UpstreamOutcome};
+use super::labels::{status_code_label, UpstreamOutcome};
 use super::{register, Metrics};
 
 /// The apiserver's `apiserver_request_duration_seconds` buckets, so upstream latency lines up with
@@ -16,14 +17,10 @@ const UPSTREAM_DURATION_BUCKETS: &[f64] = &[
 ];
 
 pub(super) struct Families {
-    authentications: IntCounterVec,
-    token_review_cache: IntCounterVec,
     upstream_requests: IntCounterVec,
     upstream_duration: HistogramVec,
-    tls_handshakes: IntCounterVec,
     config_reloads: IntCounterVec,
     last_reload: Gauge,
-    open_connections: IntGauge,
     requests: IntCounterVec,
 }
 
@@ -44,18 +41,6 @@ impl Families {
         )
         .buckets(UPSTREAM_DURATION_BUCKETS.to_vec());
         Ok(Families {
-            authentications: counter(
-                reg,
-                "apf_proxy_authentications_total",
-                "Authentications by the authenticator that decided and their result",
-                &["method", "result"],
-            )?,
-            token_review_cache: counter(
-                reg,
-                "apf_proxy_token_review_cache_lookups_total",
-                "TokenReview cache lookups by result (hit or miss)",
-                &["result"],
-            )?,
             upstream_requests: counter(
                 reg,
                 "apf_proxy_upstream_requests_total",
@@ -63,12 +48,6 @@ impl Families {
                 &["code"],
             )?,
             upstream_duration: register(reg, HistogramVec::new(upstream_duration, &["code"])?)?,
-            tls_handshakes: counter(
-                reg,
-                "apf_proxy_tls_handshakes_total",
-                "TLS handshakes on the secure port by result",
-                &["result"],
-            )?,
             config_reloads: counter(
                 reg,
                 "apf_proxy_config_reloads_total",
@@ -82,13 +61,6 @@ impl Families {
                     "Unix time of the last successful flow-control configuration load",
                 )?,
             )?,
-            open_connections: register(
-                reg,
-                IntGauge::new(
-                    "apf_proxy_open_connections",
-                    "Client connections currently open on the secure port",
-                )?,
-            )?,
             requests: counter(
                 reg,
                 "apf_proxy_requests_total",
@@ -96,19 +68,6 @@ impl Families {
                 &["code"],
             )?,
         })
-    }
-}
-
-/// An open client connection, counted in `apf_proxy_open_connections` until dropped.
-#[derive(Debug)]
-#[must_use = "the connection is counted only while the guard lives"]
-pub struct OpenConnection {
-    gauge: IntGauge,
-}
-
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        self.gauge.dec();
     }
 }
 
@@ -123,21 +82,6 @@ fn result_label(success: bool) -> &'static str {
 // === impl Metrics: proxy events ===
 
 impl Metrics {
-    /// An authentication ended: which authenticator decided, and how.
-    pub fn inc_authentication(&self, method: AuthMethod, result: AuthResult) {
-        let labels = &[method.as_str(), result.as_str()];
-        self.proxy.authentications.with_label_values(labels).inc();
-    }
-
-    /// A token was looked up in the TokenReview cache.
-    pub fn inc_token_review_cache(&self, hit: bool) {
-        let result = if hit { "hit" } else { "miss" };
-        self.proxy
-            .token_review_cache
-            .with_label_values(&[result])
-            .inc();
-    }
-
     /// An upstream exchange ended after `latency` (to the response headers, or to the failure).
     pub fn observe_upstream(&self, outcome: UpstreamOutcome, latency: Duration) {
         let code = &[outcome.code_class()];
@@ -146,14 +90,6 @@ impl Metrics {
             .upstream_duration
             .with_label_values(code)
             .observe(latency.as_secs_f64());
-    }
-
-    /// A TLS handshake on the secure port ended.
-    pub fn inc_tls_handshake(&self, success: bool) {
-        self.proxy
-            .tls_handshakes
-            .with_label_values(&[result_label(success)])
-            .inc();
     }
 
     /// A configuration reload ended; a successful one also sets the last-reload timestamp to `at`.
@@ -168,14 +104,6 @@ impl Metrics {
                 .unwrap_or_default()
                 .as_secs_f64();
             self.proxy.last_reload.set(secs);
-        }
-    }
-
-    /// Counts a connection as open until the returned guard is dropped.
-    pub fn open_connection(&self) -> OpenConnection {
-        self.proxy.open_connections.inc();
-        OpenConnection {
-            gauge: self.proxy.open_connections.clone(),
         }
     }
 

@@ -1,11 +1,14 @@
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 
 use super::*;
+use crate::auth::{AuthMethod, AuthStats, CredentialKind};
 use crate::fairqueue::borrowing::{LevelAdjustment, SeatDemandStats};
 use crate::fairqueue::limits::LevelLimits;
+use crate::server::ServerStats;
 
 const PL: &str = "workload-low";
 const FS: &str = "service-accounts";
@@ -89,12 +92,12 @@ fn exercise(m: &Metrics, t0: Instant) {
     m.set_read_vs_write_denominators(t0, 100, 600);
     m.add_read_vs_write(t0, Phase::Waiting, RequestKind::Mutating, 1);
     m.record_dropped(RequestKind::ReadOnly);
-    m.inc_authentication(AuthMethod::Webhook, AuthResult::Success);
-    m.inc_token_review_cache(true);
+    m.register_auth_stats(Arc::new(AuthStats::default()))
+        .expect("auth stats");
+    m.register_server_stats(Arc::new(ServerStats::default()))
+        .expect("server stats");
     m.observe_upstream(UpstreamOutcome::Status(200), Duration::from_millis(3));
-    m.inc_tls_handshake(true);
     m.record_config_reload(true, UNIX_EPOCH + Duration::from_secs(1_700_000_000));
-    drop(m.open_connection());
     m.inc_requests(200);
 }
 
@@ -107,10 +110,11 @@ const EXPECTED: &[(&str, &str, &str, &str)] = &[
     ("apf_proxy_authentications_total", "counter", "method,result", ""),
     ("apf_proxy_config_last_reload_success_timestamp_seconds", "gauge", "", ""),
     ("apf_proxy_config_reloads_total", "counter", "result", ""),
+    ("apf_proxy_connections_accepted_total", "counter", "", ""),
     ("apf_proxy_open_connections", "gauge", "", ""),
     ("apf_proxy_requests_total", "counter", "code", ""),
-    ("apf_proxy_tls_handshakes_total", "counter", "result", ""),
     ("apf_proxy_token_review_cache_lookups_total", "counter", "result", ""),
+    ("apf_proxy_token_reviews_total", "counter", "result", ""),
     ("apf_proxy_upstream_request_duration_seconds", "histogram",
         "code", "0.005,0.025,0.05,0.1,0.2,0.4,0.6,0.8,1,1.25,1.5,2,3,4,5,6,8,10,15,20,30,45,60"),
     ("apf_proxy_upstream_requests_total", "counter", "code", ""),
@@ -156,6 +160,7 @@ const EXPECTED: &[(&str, &str, &str, &str)] = &[
     ("apiserver_flowcontrol_watch_count_samples", "histogram", PL_FS, "0,1,10,100,1000,10000"),
     ("apiserver_flowcontrol_work_estimated_seats", "histogram", PL_FS, "1,2,4,8,16,32,64,100"),
     ("apiserver_request_terminations_total", "counter", "code,request_kind", ""),
+    ("apiserver_tls_handshake_errors_total", "counter", "", ""),
 ];
 
 fn split(list: &str) -> Vec<String> {
@@ -354,17 +359,6 @@ fn status_code_labels_stay_bounded() {
 }
 
 #[test]
-fn open_connection_guard_counts_until_dropped() {
-    let m = Metrics::new();
-    let a = m.open_connection();
-    let b = m.open_connection();
-    assert!(m.encode().contains("apf_proxy_open_connections 2\n"));
-    drop(a);
-    drop(b);
-    assert!(m.encode().contains("apf_proxy_open_connections 0\n"));
-}
-
-#[test]
 fn config_reload_sets_the_timestamp_only_on_success() {
     let m = Metrics::new();
     let at = UNIX_EPOCH + Duration::from_millis(1_700_000_000_500);
@@ -398,10 +392,50 @@ fn label_values_match_the_apiserver_vocabulary() {
         (ExecutionType::of_verb("watch").as_str(), "watch"),
         (ExecutionType::of_verb("list").as_str(), "regular"),
         (Phase::Waiting.as_str(), "waiting"),
-        (AuthMethod::ClientCertificate.as_str(), "x509"),
-        (AuthResult::Error.as_str(), "error"),
     ];
     for (got, want) in cases {
         assert_eq!(got, want);
     }
+}
+
+#[test]
+fn auth_stats_are_read_at_scrape_time() {
+    let m = Metrics::new();
+    let stats = Arc::new(AuthStats::default());
+    m.register_auth_stats(Arc::clone(&stats)).expect("register");
+    stats.record_success(AuthMethod::TokenReview);
+    stats.record_success(AuthMethod::TokenReview);
+    stats.record_rejection([CredentialKind::BearerToken].into_iter());
+    stats.record_unauthenticated();
+    stats
+        .token_cache
+        .hits
+        .fetch_add(3, std::sync::atomic::Ordering::Relaxed);
+    let text = m.encode();
+    for line in [
+        "apf_proxy_authentications_total{method=\"token_review\",result=\"success\"} 2\n",
+        "apf_proxy_authentications_total{method=\"anonymous\",result=\"success\"} 0\n",
+        "apf_proxy_authentications_total{method=\"bearer_token\",result=\"error\"} 1\n",
+        "apf_proxy_authentications_total{method=\"none\",result=\"failure\"} 1\n",
+        "apf_proxy_token_review_cache_lookups_total{result=\"hit\"} 3\n",
+        "apf_proxy_token_reviews_total{result=\"ok\"} 0\n",
+    ] {
+        assert!(text.contains(line), "missing {line} in\n{text}");
+    }
+    assert!(
+        m.register_auth_stats(stats).is_err(),
+        "a second registration is refused"
+    );
+}
+
+#[test]
+fn server_stats_are_read_at_scrape_time() {
+    let m = Metrics::new();
+    m.register_server_stats(Arc::new(ServerStats::default()))
+        .expect("register");
+    let text = m.encode();
+    assert!(text.contains("# TYPE apiserver_tls_handshake_errors_total counter\napiserver_tls_handshake_errors_total 0\n"));
+    assert!(
+        text.contains("# TYPE apf_proxy_open_connections gauge\napf_proxy_open_connections 0\n")
+    );
 }
