@@ -425,3 +425,52 @@ fn wall_clock_maps_instants_around_its_anchor() {
         assert_eq!(clock.system_time(earlier), at - Duration::from_secs(3));
     }
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::TabWriter;
+
+    /// Tables of 1–6 rows of the same number of cells (no tabs or newlines in cells).
+    fn table() -> impl Strategy<Value = Vec<Vec<String>>> {
+        (1usize..6).prop_flat_map(|columns| {
+            prop::collection::vec(prop::collection::vec("[a-zµ,:-]{0,12}", columns), 1..6)
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn every_row_starts_each_cell_at_the_same_column(rows in table()) {
+            let text: String = rows.iter().map(|r| format!("{}\n", r.join(",\t"))).collect();
+            let out = TabWriter::APF_DEBUG.format(&text);
+            let lines: Vec<&str> = out.lines().collect();
+            prop_assert_eq!(lines.len(), rows.len());
+            let columns = rows[0].len();
+            // Where each cell starts, in characters, recomputed from the cell texts.
+            let mut starts: Option<Vec<usize>> = None;
+            for (line, row) in lines.iter().zip(&rows) {
+                let chars: Vec<char> = line.chars().collect();
+                let mut at = 0;
+                let mut row_starts = Vec::new();
+                for (i, cell) in row.iter().enumerate() {
+                    let cell = if i + 1 < columns { format!("{cell},") } else { cell.clone() };
+                    row_starts.push(at);
+                    let n = cell.chars().count();
+                    prop_assert_eq!(chars[at..at + n].iter().collect::<String>(), cell);
+                    at += n;
+                    if i + 1 < columns {
+                        // Padding: at least one space, and at least minwidth in all.
+                        let pad = chars[at..].iter().take_while(|c| **c == ' ').count();
+                        prop_assert!(pad >= 1 && n + pad >= 8);
+                        at += pad;
+                    }
+                }
+                prop_assert_eq!(at, chars.len(), "nothing after the last cell");
+                match &starts {
+                    None => starts = Some(row_starts),
+                    Some(s) => prop_assert_eq!(s, &row_starts),
+                }
+            }
+        }
+    }
+}
