@@ -11,6 +11,7 @@ pub mod classify;
 pub mod cli;
 pub mod config;
 pub mod fairqueue;
+pub mod metrics;
 pub mod proxy;
 pub mod request_info;
 pub mod server;

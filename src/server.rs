@@ -8,6 +8,7 @@
 //! blocks, usable alone in tests.
 
 mod admin;
+pub mod debug_dump;
 mod duration;
 mod listener;
 mod logging;

@@ -1,0 +1,244 @@
+//! The `apiserver_flowcontrol_*` families and the events that feed them.
+//!
+//! Mirrors `pkg/util/flowcontrol/metrics/metrics.go` (definitions and the `Add*`/`Observe*`/`Set*`
+//! functions) and the places that call them: `fairqueuing/queueset/queueset.go`, `apf_filter.go`,
+//! `apf_controller.go`, `request/mutating_work_estimator.go` and
+//! `pkg/server/filters/priority-and-fairness.go`.
+
+mod families;
+mod ratios;
+
+use std::time::Duration;
+
+use super::labels::{ExecutionType, RejectReason};
+use super::Metrics;
+use crate::fairqueue::borrowing::{LevelAdjustment, SeatDemandStats};
+
+pub(super) use families::Families;
+pub use ratios::PriorityLevelGauges;
+
+/// R values of one dispatch, for the gauges `SetDispatchMetrics` sets.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct DispatchR {
+    /// The queue set's virtual time at the dispatch (`dispatch_r`).
+    pub r: f64,
+    /// `nextDispatchR` of the queue dispatched from (`latest_s`).
+    pub s: f64,
+    /// Min over queues of S(oldest waiting request) (`next_s_bounds{bound="min"}`).
+    pub s_min: f64,
+    /// Max of the same (`next_s_bounds{bound="max"}`).
+    pub s_max: f64,
+    /// Min over queues of S − estimated work in progress (`next_discounted_s_bounds{bound="min"}`).
+    pub discounted_s_min: f64,
+    /// Max of the same (`next_discounted_s_bounds{bound="max"}`).
+    pub discounted_s_max: f64,
+}
+
+// === impl Metrics: flow-control events ===
+
+impl Metrics {
+    /// A request was rejected (`AddReject`): queue full or concurrency limit at arrival, or a
+    /// time-out in its queue.
+    pub fn inc_rejected(&self, priority_level: &str, flow_schema: &str, reason: RejectReason) {
+        let fc = &self.flowcontrol;
+        fc.rejected
+            .with_label_values(&[priority_level, flow_schema, reason.as_str()])
+            .inc();
+    }
+
+    /// A request started executing, exempt ones included (`AddDispatch`).
+    pub fn inc_dispatched(&self, priority_level: &str, flow_schema: &str) {
+        self.flowcontrol
+            .dispatched
+            .with_label_values(&[priority_level, flow_schema])
+            .inc();
+    }
+
+    /// Requests and seats entered (positive) or left (negative) the queues of a level for a flow
+    /// schema (`AddRequestsInQueues` + `AddSeatsInQueues`; seats are `max_seats`).
+    pub fn add_inqueue(&self, priority_level: &str, flow_schema: &str, requests: i64, seats: i64) {
+        let labels = &[priority_level, flow_schema];
+        self.flowcontrol
+            .inqueue_requests
+            .with_label_values(labels)
+            .add(requests as f64);
+        self.flowcontrol
+            .inqueue_seats
+            .with_label_values(labels)
+            .add(seats as f64);
+    }
+
+    /// Executing requests changed by `delta` (`AddRequestsExecuting`; a watch counts only in
+    /// its initial stage).
+    pub fn add_executing_requests(&self, priority_level: &str, flow_schema: &str, delta: i64) {
+        let fc = &self.flowcontrol;
+        fc.executing_requests
+            .with_label_values(&[priority_level, flow_schema])
+            .add(delta as f64);
+    }
+
+    /// Seats in use changed by `delta` (`AddSeatConcurrencyInUse`; seats are released after the
+    /// additional latency, so this moves separately from the request count).
+    pub fn add_executing_seats(&self, priority_level: &str, flow_schema: &str, delta: i64) {
+        let fc = &self.flowcontrol;
+        fc.executing_seats
+            .with_label_values(&[priority_level, flow_schema])
+            .add(delta as f64);
+    }
+
+    /// The length of the chosen queue right after a request was put in it
+    /// (`ObserveQueueLength`).
+    pub fn observe_queue_length(&self, priority_level: &str, flow_schema: &str, length: usize) {
+        let fc = &self.flowcontrol;
+        fc.queue_length
+            .with_label_values(&[priority_level, flow_schema])
+            .observe(length as f64);
+    }
+
+    /// How long a non-exempt request waited (`ObserveWaitingDuration`). `execute` is false only
+    /// for a request rejected on arrival; one that timed out in its queue is `true`.
+    pub fn observe_wait(
+        &self,
+        priority_level: &str,
+        flow_schema: &str,
+        execute: bool,
+        wait: Duration,
+    ) {
+        let execute = if execute { "true" } else { "false" };
+        self.flowcontrol
+            .wait_seconds
+            .with_label_values(&[priority_level, flow_schema, execute])
+            .observe(wait.as_secs_f64());
+    }
+
+    /// How long a request executed (a watch: its initial stage) (`ObserveExecutionDuration`).
+    pub fn observe_execution(
+        &self,
+        priority_level: &str,
+        flow_schema: &str,
+        kind: ExecutionType,
+        took: Duration,
+    ) {
+        self.flowcontrol
+            .execution_seconds
+            .with_label_values(&[priority_level, flow_schema, kind.as_str()])
+            .observe(took.as_secs_f64());
+    }
+
+    /// The watch count a mutating request's estimate saw (`ObserveWatchCount`).
+    pub fn observe_watch_count(&self, priority_level: &str, flow_schema: &str, count: usize) {
+        let fc = &self.flowcontrol;
+        fc.watch_count
+            .with_label_values(&[priority_level, flow_schema])
+            .observe(count as f64);
+    }
+
+    /// A request's estimated `max_seats` (`ObserveWorkEstimatedSeats`, exempt ones included).
+    pub fn observe_work_estimated_seats(
+        &self,
+        priority_level: &str,
+        flow_schema: &str,
+        seats: u32,
+    ) {
+        self.flowcontrol
+            .work_estimated_seats
+            .with_label_values(&[priority_level, flow_schema])
+            .observe(f64::from(seats));
+    }
+
+    /// A dispatch attempt found too few free seats for the oldest request of the chosen queue
+    /// (`AddDispatchWithNoAccommodation`).
+    pub fn inc_dispatch_no_accommodation(&self, priority_level: &str, flow_schema: &str) {
+        let fc = &self.flowcontrol;
+        fc.no_accommodation
+            .with_label_values(&[priority_level, flow_schema])
+            .inc();
+    }
+
+    /// The queue set's virtual clock was rebased (`AddEpochAdvance`).
+    pub fn inc_epoch_advance(&self, priority_level: &str, success: bool) {
+        let success = if success { "true" } else { "false" };
+        self.flowcontrol
+            .epoch_advance
+            .with_label_values(&[priority_level, success])
+            .inc();
+    }
+
+    /// R at the last virtual-time update (`SetCurrentR`).
+    pub fn set_current_r(&self, priority_level: &str, r: f64) {
+        self.flowcontrol
+            .current_r
+            .with_label_values(&[priority_level])
+            .set(r);
+    }
+
+    /// The R and S values of a dispatch from a queue (`SetDispatchMetrics`).
+    pub fn set_dispatch_metrics(&self, priority_level: &str, d: &DispatchR) {
+        let fc = &self.flowcontrol;
+        fc.dispatch_r.with_label_values(&[priority_level]).set(d.r);
+        fc.latest_s.with_label_values(&[priority_level]).set(d.s);
+        fc.next_s_bounds
+            .with_label_values(&[priority_level, "min"])
+            .set(d.s_min);
+        fc.next_s_bounds
+            .with_label_values(&[priority_level, "max"])
+            .set(d.s_max);
+        let discounted = &fc.next_discounted_s_bounds;
+        discounted
+            .with_label_values(&[priority_level, "min"])
+            .set(d.discounted_s_min);
+        discounted
+            .with_label_values(&[priority_level, "max"])
+            .set(d.discounted_s_max);
+    }
+
+    /// A level's configured limits (`SetPriorityLevelConfiguration`: NominalCL, MinCL, MaxCL) and
+    /// its current limit (which the apiserver first reports at the next borrowing adjustment; we
+    /// report the initial one at once so the gauge is never missing).
+    pub fn set_limits(
+        &self,
+        priority_level: &str,
+        nominal: u32,
+        lower: u32,
+        upper: u32,
+        current: u32,
+    ) {
+        let fc = &self.flowcontrol;
+        let pl = &[priority_level];
+        fc.nominal_limit
+            .with_label_values(pl)
+            .set(f64::from(nominal));
+        fc.lower_limit.with_label_values(pl).set(f64::from(lower));
+        fc.upper_limit.with_label_values(pl).set(f64::from(upper));
+        fc.current_limit
+            .with_label_values(pl)
+            .set(f64::from(current));
+    }
+
+    /// The outcome of one borrowing adjustment for a level
+    /// (`NotePriorityLevelConcurrencyAdjustment`).
+    pub fn note_concurrency_adjustment(
+        &self,
+        priority_level: &str,
+        stats: &SeatDemandStats,
+        adjustment: &LevelAdjustment,
+    ) {
+        let fc = &self.flowcontrol;
+        let pl = &[priority_level];
+        fc.demand_hwm
+            .with_label_values(pl)
+            .set(f64::from(stats.high_watermark));
+        fc.demand_avg.with_label_values(pl).set(stats.avg);
+        fc.demand_stdev.with_label_values(pl).set(stats.std_dev);
+        fc.demand_smoothed.with_label_values(pl).set(stats.smoothed);
+        fc.target_seats.with_label_values(pl).set(adjustment.target);
+        fc.current_limit
+            .with_label_values(pl)
+            .set(f64::from(adjustment.current_cl));
+    }
+
+    /// The fair fraction of the last allocation (`SetFairFrac`; 0 when bounds decided it).
+    pub fn set_fair_frac(&self, fair_frac: f64) {
+        self.flowcontrol.fair_frac.set(fair_frac);
+    }
+}

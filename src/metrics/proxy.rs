@@ -1,0 +1,118 @@
+//! The proxy's own families that the pipeline reports as events, prefixed `apf_proxy_`: the
+//! upstream, configuration reloads and responses. (Authentication and connection counters are read
+//! from their owners' stats: see `collectors.rs`.)
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prometheus::{Gauge, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+
+use super::labels::{status_code_label, UpstreamOutcome};
+use super::{register, Metrics};
+
+/// The apiserver's `apiserver_request_duration_seconds` buckets, so upstream latency lines up with
+/// the apiserver's own view of the same requests.
+const UPSTREAM_DURATION_BUCKETS: &[f64] = &[
+    0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
+    10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+];
+
+pub(super) struct Families {
+    upstream_requests: IntCounterVec,
+    upstream_duration: HistogramVec,
+    config_reloads: IntCounterVec,
+    last_reload: Gauge,
+    requests: IntCounterVec,
+}
+
+fn counter(
+    reg: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> prometheus::Result<IntCounterVec> {
+    register(reg, IntCounterVec::new(Opts::new(name, help), labels)?)
+}
+
+impl Families {
+    pub(super) fn register(reg: &Registry) -> prometheus::Result<Self> {
+        let upstream_duration = HistogramOpts::new(
+            "apf_proxy_upstream_request_duration_seconds",
+            "Time from sending a request upstream to receiving its response headers (or failing), by status class",
+        )
+        .buckets(UPSTREAM_DURATION_BUCKETS.to_vec());
+        Ok(Families {
+            upstream_requests: counter(
+                reg,
+                "apf_proxy_upstream_requests_total",
+                "Requests sent upstream, by status class (2xx..5xx) or error/timeout",
+                &["code"],
+            )?,
+            upstream_duration: register(reg, HistogramVec::new(upstream_duration, &["code"])?)?,
+            config_reloads: counter(
+                reg,
+                "apf_proxy_config_reloads_total",
+                "Flow-control configuration reloads by result",
+                &["result"],
+            )?,
+            last_reload: register(
+                reg,
+                Gauge::new(
+                    "apf_proxy_config_last_reload_success_timestamp_seconds",
+                    "Unix time of the last successful flow-control configuration load",
+                )?,
+            )?,
+            requests: counter(
+                reg,
+                "apf_proxy_requests_total",
+                "Responses to clients by HTTP status code, proxied or written by the proxy",
+                &["code"],
+            )?,
+        })
+    }
+}
+
+fn result_label(success: bool) -> &'static str {
+    if success {
+        "success"
+    } else {
+        "failure"
+    }
+}
+
+// === impl Metrics: proxy events ===
+
+impl Metrics {
+    /// An upstream exchange ended after `latency` (to the response headers, or to the failure).
+    pub fn observe_upstream(&self, outcome: UpstreamOutcome, latency: Duration) {
+        let code = &[outcome.code_class()];
+        self.proxy.upstream_requests.with_label_values(code).inc();
+        self.proxy
+            .upstream_duration
+            .with_label_values(code)
+            .observe(latency.as_secs_f64());
+    }
+
+    /// A configuration reload ended; a successful one also sets the last-reload timestamp to `at`.
+    pub fn record_config_reload(&self, success: bool, at: SystemTime) {
+        self.proxy
+            .config_reloads
+            .with_label_values(&[result_label(success)])
+            .inc();
+        if success {
+            let secs = at
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs_f64();
+            self.proxy.last_reload.set(secs);
+        }
+    }
+
+    /// The proxy answered a client with `code` (proxied from upstream or its own).
+    pub fn inc_requests(&self, code: u16) {
+        let code = status_code_label(code);
+        self.proxy
+            .requests
+            .with_label_values(&[code.as_str()])
+            .inc();
+    }
+}

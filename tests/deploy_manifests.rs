@@ -1,0 +1,127 @@
+//! The deployment files stay in step with the binary: the proxy flags in the static pod and the
+//! Dockerfile's CMD parse as `serve` flags, and the ports and addresses the manifests wire together
+//! agree. (`scripts/check-deploy.sh` checks the manifests with kubectl, promtool and hadolint.)
+
+use std::path::Path;
+
+use kube_apf_proxy::server::ServeOptions;
+use serde_yaml::Value;
+
+fn repo_file(path: &str) -> String {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+}
+
+fn static_pod() -> Value {
+    serde_yaml::from_str(&repo_file("deploy/static-pod/kube-apiserver.yaml")).expect("YAML")
+}
+
+fn container<'a>(pod: &'a Value, name: &str) -> &'a Value {
+    pod["spec"]["containers"]
+        .as_sequence()
+        .expect("containers")
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no container {name}"))
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_sequence()
+        .expect("a list")
+        .iter()
+        .map(|v| v.as_str().expect("a string").to_owned())
+        .collect()
+}
+
+/// The value of `--name=value` in `args`.
+fn flag<'a>(args: &'a [String], name: &str) -> &'a str {
+    let prefix = format!("--{name}=");
+    args.iter()
+        .find_map(|a| a.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {prefix} in {args:?}"))
+}
+
+#[test]
+fn static_pod_proxy_flags_parse_as_serve_flags() {
+    let pod = static_pod();
+    let args = strings(&container(&pod, "kube-apf-proxy")["args"]);
+    assert_eq!(args[0], "serve");
+    let opts = ServeOptions::try_parse_from(&args[1..]).expect("valid serve flags");
+    assert!(opts.authentication_token_webhook);
+    assert_eq!(opts.secure_port, 6443);
+    assert_eq!(opts.server_concurrency_limit(), 600);
+}
+
+#[test]
+fn proxy_takes_the_advertised_address_and_apiserver_the_loopback() {
+    let pod = static_pod();
+    let apiserver = strings(&container(&pod, "kube-apiserver")["command"]);
+    let proxy = strings(&container(&pod, "kube-apf-proxy")["args"]);
+    assert_eq!(flag(&apiserver, "bind-address"), "127.0.0.1");
+    assert_eq!(
+        flag(&proxy, "bind-address"),
+        flag(&apiserver, "advertise-address")
+    );
+    assert_eq!(flag(&proxy, "secure-port"), flag(&apiserver, "secure-port"));
+    let upstream = format!("https://127.0.0.1:{}", flag(&apiserver, "secure-port"));
+    assert_eq!(flag(&proxy, "upstream"), upstream);
+    // The front-proxy certificate the proxy forwards with is the one the apiserver trusts.
+    assert_eq!(
+        flag(&proxy, "upstream-client-cert-file"),
+        flag(&apiserver, "proxy-client-cert-file")
+    );
+    assert_eq!(
+        flag(&apiserver, "requestheader-allowed-names"),
+        "front-proxy-client"
+    );
+}
+
+#[test]
+fn admin_port_matches_probes_service_and_scrape_config() {
+    let pod = static_pod();
+    let proxy = container(&pod, "kube-apf-proxy");
+    let args = strings(&proxy["args"]);
+    let admin: std::net::SocketAddr = flag(&args, "admin-address").parse().expect("address");
+    let port = u64::from(admin.port());
+    assert_eq!(proxy["ports"][0]["containerPort"].as_u64(), Some(port));
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(
+            proxy[probe]["httpGet"]["port"].as_u64(),
+            Some(port),
+            "{probe}"
+        );
+    }
+    let service: Value =
+        serde_yaml::from_str(&repo_file("deploy/metrics-service.yaml")).expect("YAML");
+    assert_eq!(
+        service["spec"]["ports"][0]["targetPort"].as_u64(),
+        Some(port)
+    );
+    assert_eq!(
+        service["spec"]["selector"]["component"],
+        pod["metadata"]["labels"]["component"]
+    );
+    let scrape = repo_file("deploy/prometheus/prometheus.yml");
+    assert!(
+        scrape.contains(&admin.to_string()),
+        "prometheus.yml scrapes {admin}"
+    );
+}
+
+#[test]
+fn dockerfile_cmd_parses_as_serve_flags() {
+    let dockerfile = repo_file("Dockerfile");
+    let cmd = dockerfile
+        .lines()
+        .find_map(|l| l.strip_prefix("CMD "))
+        .expect("a CMD line");
+    let cmd: Vec<String> = serde_json::from_str(cmd).expect("exec-form CMD");
+    assert_eq!(cmd[0], "serve");
+    let opts = ServeOptions::try_parse_from(&cmd[1..]).expect("valid serve flags");
+    assert_eq!(
+        opts.config_dir.as_deref(),
+        Some(Path::new("/etc/kube-apf-proxy/config"))
+    );
+    assert!(dockerfile.contains("COPY config/ /etc/kube-apf-proxy/config/"));
+}

@@ -1,0 +1,172 @@
+//! End to end with a real Prometheus (Debian's `prometheus` package): it scrapes
+//! `Metrics::encode()` from a tiny HTTP server on loopback and its query API returns what the
+//! proxy counted. Skipped, with a message, when `prometheus` is not installed
+//! (`scripts/install-test-deps.sh` installs it).
+//!
+//! This is the one test that waits on wall-clock time: Prometheus is an external process that
+//! scrapes on its own clock. The wait is bounded (polls every 500 ms, at most 60 s).
+
+use std::convert::Infallible;
+use std::net::{SocketAddr, TcpListener as StdTcpListener};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, Request, Response};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use kube_apf_proxy::metrics::{Metrics, RejectReason};
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+const POLL_EVERY: Duration = Duration::from_millis(500);
+const POLL_FOR: Duration = Duration::from_secs(60);
+
+/// A child process killed (and reaped) on drop.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn prometheus_installed() -> bool {
+    Command::new("prometheus")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A port free at the time of asking (Prometheus needs a number on its command line).
+fn free_port() -> u16 {
+    let listener = StdTcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+/// Serves `metrics.encode()` at every path on 127.0.0.1:0.
+async fn serve_metrics(metrics: Arc<Metrics>) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let metrics = Arc::clone(&metrics);
+            tokio::spawn(async move {
+                let service = service_fn(move |_req: Request<Incoming>| {
+                    let body = metrics.encode();
+                    async move {
+                        let response = Response::builder()
+                            .header(header::CONTENT_TYPE, Metrics::content_type())
+                            .body(Full::new(Bytes::from(body)))
+                            .expect("valid response");
+                        Ok::<_, Infallible>(response)
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+fn write_config(dir: &Path, target: SocketAddr) -> std::path::PathBuf {
+    let path = dir.join("prometheus.yml");
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+         scrape_configs:\n  - job_name: apf-proxy\n    static_configs:\n      \
+         - targets: ['{target}']\n"
+    );
+    std::fs::write(&path, config).expect("write prometheus.yml");
+    path
+}
+
+/// The value of the first sample of an instant query, if any.
+async fn query(prometheus: SocketAddr, promql: &str) -> Option<String> {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let encoded: String = promql
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let uri = format!("http://{prometheus}/api/v1/query?query={encoded}");
+    let response = client.get(uri.parse().ok()?).await.ok()?;
+    let body = response.into_body().collect().await.ok()?.to_bytes();
+    let json: serde_json::Value = serde_json::from_slice(&body).ok()?;
+    let value = json.pointer("/data/result/0/value/1")?;
+    value.as_str().map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_scrapes_the_flowcontrol_metrics() {
+    if !prometheus_installed() {
+        eprintln!(
+            "SKIPPED: `prometheus` is not installed (run scripts/install-test-deps.sh as root)"
+        );
+        return;
+    }
+    let metrics = Metrics::new();
+    for _ in 0..3 {
+        metrics.inc_rejected("workload-low", "service-accounts", RejectReason::QueueFull);
+    }
+    let gauges = metrics.priority_level_gauges(Instant::now(), "workload-low");
+    gauges.seats_executing.add(Instant::now(), 1.0);
+    let target = serve_metrics(Arc::clone(&metrics)).await;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), target);
+    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log file");
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--web.listen-address={listen}"))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn prometheus");
+    let mut child = KillOnDrop(child);
+
+    let promql = "sum(apiserver_flowcontrol_rejected_requests_total)";
+    let deadline = Instant::now() + POLL_FOR;
+    let value = loop {
+        if let Some(value) = query(listen, promql).await {
+            break value;
+        }
+        let exited = child.0.try_wait().expect("try_wait");
+        let log = std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
+        assert!(exited.is_none(), "prometheus exited ({exited:?}):\n{log}");
+        assert!(
+            Instant::now() < deadline,
+            "no sample within {POLL_FOR:?}:\n{log}"
+        );
+        tokio::time::sleep(POLL_EVERY).await;
+    };
+    assert_eq!(value, "3");
+
+    // The hand-written timing-ratio histogram parses too: its count (nanoseconds observed) grows.
+    let count = query(
+        listen,
+        "apiserver_flowcontrol_priority_level_seat_utilization_count{priority_level=\"workload-low\",phase=\"executing\"}",
+    )
+    .await
+    .expect("timing-ratio histogram scraped");
+    assert!(count.parse::<f64>().expect("number") > 0.0, "{count}");
+}
