@@ -1,19 +1,15 @@
 #!/usr/bin/env bash
-# Installs what the build and the tests need on a fresh machine; idempotent and quiet when all is there.
+# Set-up of a fresh machine for building and testing: the Rust components the checks use, then the
+# external programs the end-to-end tests drive (scripts/install-test-deps.sh). Idempotent and quiet
+# when everything is there.
 set -euo pipefail
-
-need_apt=()
-command -v curl >/dev/null 2>&1 || need_apt+=(curl)
-
-if [ "${#need_apt[@]}" -gt 0 ]; then
-  if [ "$(id -u)" -eq 0 ]; then
-    echo "setup: installing ${need_apt[*]}" >&2
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
-  else
-    echo "setup: please install ${need_apt[*]} (tests that need them are skipped otherwise)" >&2
-  fi
-fi
+cd "$(dirname "$0")/.."
 
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo is required (rustup)" >&2; exit 1; }
-rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt >/dev/null 2>&1 || true
+if command -v rustup >/dev/null 2>&1; then
+  for component in clippy rustfmt; do
+    rustup component list --installed 2>/dev/null | grep -q "^$component" \
+      || rustup component add "$component" >/dev/null 2>&1 || true
+  done
+fi
+scripts/install-test-deps.sh
