@@ -90,10 +90,7 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<ExitCode> {
         Err(LoadFailure::Invalid) => return Ok(ExitCode::from(1)),
         Err(LoadFailure::Io(e)) => return Err(e.into()),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("kube-apf-proxy")
-        .build()?;
+    let runtime = runtime()?;
     runtime.block_on(async {
         let app = crate::app::App::start(opts, &config).await?;
         server::wait_for_termination().await;
@@ -102,6 +99,19 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The serving runtime: one worker per usable core (the process's CPU affinity and quota count),
+/// and a single-threaded scheduler when there is one core, which spares the work-stealing
+/// machinery its atomics and wake-ups (measured in BENCHMARKS.md).
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let mut builder = if cores == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    builder.enable_all().thread_name("kube-apf-proxy").build()
 }
 
 /// `kube-apf-proxy check --config-dir DIR`.

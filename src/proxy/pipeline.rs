@@ -289,11 +289,16 @@ impl RequestContext {
         }
     }
 
-    /// One access-log event per request. Never a token: only the user name and attributes.
+    /// One access-log event per request, at debug level (`-v=1`) like the apiserver's own
+    /// per-request log lines (`httplog`, at `-v=3`): at the default level the proxy writes nothing
+    /// per request. Never a token: only the user name and attributes.
     fn finish(&self, status: http::StatusCode) {
+        if !tracing::enabled!(target: "kube_apf_proxy::access", tracing::Level::DEBUG) {
+            return;
+        }
         let info = self.info.as_ref();
         let class = self.classification.as_ref();
-        tracing::info!(
+        tracing::debug!(
             target: "kube_apf_proxy::access",
             method = %self.method,
             user = %self.user,
