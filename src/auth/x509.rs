@@ -244,8 +244,15 @@ fn column_separated_hex(bytes: &[u8]) -> String {
     parts.join(":")
 }
 
+/// Lower-case hex, without a `format!` per byte (this runs on every client-certificate request).
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 #[cfg(test)]
