@@ -15,6 +15,7 @@ mod collectors;
 mod endpoints;
 mod flowcontrol;
 mod labels;
+mod observer;
 mod proxy;
 pub mod timing_ratio;
 
