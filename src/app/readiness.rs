@@ -15,17 +15,16 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The pause between failed health checks.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Asks the upstream's `/readyz` (then `/healthz` if that is not found) until it answers, then
-/// sets `ready`. A 401 or 403 counts as an answer: the upstream is up, only the proxy's
-/// credentials may not read health endpoints (logged once). Ends after setting `ready`.
+/// Asks the upstream's `/readyz` with the proxy's credentials every [`PROBE_INTERVAL`] until it
+/// answers (see [`probe`]), then sets `ready` and ends.
 pub async fn wait_for_upstream(upstream: UpstreamClient, ready: ReadyFlag) {
     let mut attempts: u64 = 0;
     loop {
         attempts += 1;
         match probe(&upstream).await {
             Ok(status) => {
-                if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
-                    tracing::warn!(%status, "The upstream refuses the proxy's health checks; taking the answer as up");
+                if !status.is_success() {
+                    tracing::warn!(%status, "The upstream's /readyz did not say ok; taking the answer as up");
                 }
                 tracing::info!(%status, attempts, "Upstream answered; ready");
                 ready.set(true);
@@ -40,25 +39,21 @@ pub async fn wait_for_upstream(upstream: UpstreamClient, ready: ReadyFlag) {
     }
 }
 
-/// The status of the first health endpoint that exists, if it counts as an answer.
+/// The upstream's answer to `GET /readyz`, if it counts as up: anything but a 5xx (an
+/// apiserver that is starting answers 500; one that does not let the proxy read health endpoints
+/// answers 401 or 403, and a fake or an older server may answer 404: all of them are up).
 async fn probe(upstream: &UpstreamClient) -> Result<StatusCode, crate::proxy::BoxError> {
-    let mut last = StatusCode::NOT_FOUND;
-    for path in ["/readyz", "/healthz"] {
-        let request = Request::builder()
-            .method(Method::GET)
-            .uri(upstream.uri_for(path)?)
-            .body(empty_body())?;
-        let sent = upstream.send(request, UpstreamAuth::Proxy, false);
-        let response = tokio::time::timeout(PROBE_TIMEOUT, sent)
-            .await
-            .map_err(|_| format!("{path}: no answer within {PROBE_TIMEOUT:?}"))??;
-        last = response.status();
-        if last.is_success() || last == StatusCode::UNAUTHORIZED || last == StatusCode::FORBIDDEN {
-            return Ok(last);
-        }
-        if last != StatusCode::NOT_FOUND {
-            break;
-        }
+    let request = Request::builder()
+        .method(Method::GET)
+        .uri(upstream.uri_for("/readyz")?)
+        .body(empty_body())?;
+    let sent = upstream.send(request, UpstreamAuth::Proxy, false);
+    let response = tokio::time::timeout(PROBE_TIMEOUT, sent)
+        .await
+        .map_err(|_| format!("/readyz: no answer within {PROBE_TIMEOUT:?}"))??;
+    let status = response.status();
+    if status.is_server_error() {
+        return Err(format!("upstream /readyz answered {status}").into());
     }
-    Err(format!("upstream health check answered {last}").into())
+    Ok(status)
 }

@@ -103,11 +103,22 @@ impl Reloader {
         }
     }
 
-    /// Runs until aborted: polls the files and reloads what changed; on SIGHUP reloads both.
-    pub async fn run(self) {
-        let mut config_stamp = self.config_dir.as_deref().map(dir_digest);
-        let mut cert_stamp = files_digest(&self.cert_files);
-        let mut hangups = hangups();
+    /// Watches until aborted: polls the files and reloads what changed; on SIGHUP reloads both.
+    /// The files' state is taken now (not when the future first runs), so a change made after
+    /// this call is never mistaken for the starting point.
+    pub fn run(self) -> impl std::future::Future<Output = ()> + Send {
+        let config_stamp = self.config_dir.as_deref().map(dir_digest);
+        let cert_stamp = files_digest(&self.cert_files);
+        let hangups = hangups();
+        self.watch(config_stamp, cert_stamp, hangups)
+    }
+
+    async fn watch(
+        self,
+        mut config_stamp: Option<[u8; 32]>,
+        mut cert_stamp: [u8; 32],
+        mut hangups: Hangups,
+    ) {
         let mut ticks = tokio::time::interval(POLL_INTERVAL);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
