@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod binary;
 mod dumps;
 mod lifecycle;
 mod metrics;
@@ -149,24 +150,7 @@ impl World {
     /// Sends `path` over a new TLS connection to the secure port; also returns the serving
     /// certificate the handshake presented.
     async fn request(&self, path: &str) -> (Response<Incoming>, CertificateDer<'static>) {
-        let config = support::pki::client_config(&self.ca, None, &[b"http/1.1"]);
-        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-        let tcp = tokio::net::TcpStream::connect(self.secure)
-            .await
-            .expect("connect");
-        let name = ServerName::try_from("127.0.0.1").expect("server name");
-        let tls = connector.connect(name, tcp).await.expect("handshake");
-        let served = tls.get_ref().1.peer_certificates().expect("server cert")[0].clone();
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .expect("http1 handshake");
-        tokio::spawn(conn);
-        let request = Request::get(path)
-            .header("host", "127.0.0.1")
-            .body(support::body(Bytes::new()))
-            .expect("request");
-        let response = sender.send_request(request).await.expect("response");
-        (response, served)
+        tls_get(self.secure, &self.ca, path, None).await
     }
 
     /// Sends `path` in the background and returns its status and body.
@@ -232,6 +216,33 @@ impl World {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
+}
+
+/// GETs `path` over a new TLS connection to `addr` trusting `ca`, with `token` as a bearer
+/// token if given; also returns the serving certificate the handshake presented.
+async fn tls_get(
+    addr: SocketAddr,
+    ca: &TestCa,
+    path: &str,
+    token: Option<&str>,
+) -> (Response<Incoming>, CertificateDer<'static>) {
+    let config = support::pki::client_config(ca, None, &[b"http/1.1"]);
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let name = ServerName::try_from("127.0.0.1").expect("server name");
+    let tls = connector.connect(name, tcp).await.expect("handshake");
+    let served = tls.get_ref().1.peer_certificates().expect("server cert")[0].clone();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .expect("http1 handshake");
+    tokio::spawn(conn);
+    let mut request = Request::get(path).header("host", "127.0.0.1");
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let request = request.body(support::body(Bytes::new())).expect("request");
+    let response = sender.send_request(request).await.expect("response");
+    (response, served)
 }
 
 /// Polls `condition` until it holds (at most [`PROMPTLY`]).
