@@ -27,9 +27,9 @@ impl Drop for Process {
 impl Process {
     /// Waits (at most [`PROMPTLY`]) for a JSON log line for which `pick` is true.
     fn wait_for(&mut self, pick: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-        let deadline = std::time::Instant::now() + PROMPTLY;
+        let deadline = tokio::time::Instant::now() + PROMPTLY;
         loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let line = self
                 .lines
                 .recv_timeout(left)
@@ -122,12 +122,12 @@ async fn the_binary_logs_json_reloads_on_sighup_and_exits_0_on_sigterm() {
 
     process.signal("TERM");
     process.wait_for(|v| message(v) == "Stopped");
-    let deadline = std::time::Instant::now() + PROMPTLY;
+    let deadline = tokio::time::Instant::now() + PROMPTLY;
     let status = loop {
         if let Some(status) = process.child.try_wait().expect("wait") {
             break status;
         }
-        assert!(std::time::Instant::now() < deadline, "exits promptly");
+        assert!(tokio::time::Instant::now() < deadline, "exits promptly");
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     assert!(status.success(), "exit status {status}");
