@@ -30,7 +30,9 @@ use tokio::time::Instant;
 use crate::auth::{AuthConfig, Authenticator, RequestHeaderConfig, TokenReviewConfig};
 use crate::config::Config;
 use crate::fairqueue::admission::AdmissionObserver;
-use crate::fairqueue::borrowing::{BorrowingOutcome, BORROWING_ADJUSTMENT_PERIOD};
+use crate::fairqueue::borrowing::{
+    concurrency_denominator, BorrowingOutcome, BORROWING_ADJUSTMENT_PERIOD,
+};
 use crate::fairqueue::controller::FlowControl;
 use crate::fairqueue::work_estimate::WorkEstimator;
 use crate::metrics::Metrics;
@@ -261,11 +263,27 @@ pub(crate) fn publish_limits(
     outcome: Option<&BorrowingOutcome>,
 ) {
     let levels = flow_control.levels();
+    let now = Instant::now();
+    let server_cl = flow_control.server_concurrency_limit();
+    let (mut max_waiting, mut max_executing) = (0u32, 0u32);
     for level in &levels {
         let l = &level.limits;
         let name = &level.priority_level.name;
         metrics.set_limits(name, l.nominal_cl, l.min_cl, l.max_cl, level.current_cl);
+        let capacity = level.priority_level.queuing().map_or(0, |q| {
+            let product = i64::from(q.queues) * i64::from(q.queue_length_limit);
+            u32::try_from(product.max(0)).unwrap_or(u32::MAX)
+        });
+        max_waiting = max_waiting.saturating_add(capacity);
+        max_executing = max_executing.saturating_add(l.nominal_cl);
+        let denominator = concurrency_denominator(level.current_cl, server_cl);
+        let gauges = metrics.level_gauges(now, name);
+        gauges.set_denominators(now, capacity.max(1), denominator);
+        gauges
+            .seat_demand
+            .set_denominator(now, f64::from(denominator));
     }
+    metrics.set_read_vs_write_denominators(now, max_waiting.max(1), max_executing.max(1));
     let Some(outcome) = outcome else {
         return;
     };

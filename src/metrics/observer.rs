@@ -5,21 +5,62 @@
 //! `removeQueueIndexLocked`/`dispatchLocked`, `finishRequestLocked`) and the cancellation branch of
 //! `apf_filter.go: Handle`, which the apiserver counts as a `time-out` rejection observed with
 //! `execute="true"` (the request got a queue slot).
+//!
+//! The same events move each level's timing-ratio gauges (`priority_level_request_utilization`
+//! for waiting requests, `priority_level_seat_utilization`, `demand_seats`), as the queue set's
+//! `reqsGaugePair`, `execSeatsGauge` and seat-demand gauge do.
 
 use std::time::Duration;
 
-use super::labels::RejectReason;
-use super::Metrics;
+use tokio::time::Instant;
+
+use super::labels::{Phase, RejectReason, RequestKind};
+use super::{Metrics, PriorityLevelGauges};
 use crate::fairqueue::admission::AdmissionObserver;
+
+// === impl Metrics: per-level timing-ratio gauges ===
+
+impl Metrics {
+    /// The timing-ratio gauges of `priority_level`, made (at 0 / 1) on first use and kept, so
+    /// their histograms go on across reconfigurations.
+    pub fn level_gauges(&self, now: Instant, priority_level: &str) -> PriorityLevelGauges {
+        let mut levels = self.level_gauges.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(gauges) = levels.get(priority_level) {
+            return gauges.clone();
+        }
+        let gauges = self.priority_level_gauges(now, priority_level);
+        levels.insert(priority_level.to_owned(), gauges.clone());
+        gauges
+    }
+
+    /// A request of `verb` started (`delta = 1`) or ended (`-1`) its execution at `priority_level`
+    /// (`priority_level_request_utilization{phase="executing"}` and
+    /// `read_vs_write_current_requests{phase="executing"}`).
+    pub fn add_executing_ratio(&self, priority_level: &str, verb: &str, delta: i64) {
+        let now = Instant::now();
+        let gauges = self.level_gauges(now, priority_level);
+        gauges.requests_executing.add(now, delta as f64);
+        self.add_read_vs_write(now, Phase::Executing, RequestKind::of_verb(verb), delta);
+    }
+}
 
 impl AdmissionObserver for Metrics {
     fn enqueued(&self, priority_level: &str, flow_schema: &str, seats: u32, queue_length: usize) {
         self.add_inqueue(priority_level, flow_schema, 1, i64::from(seats));
         self.observe_queue_length(priority_level, flow_schema, queue_length);
+        let now = Instant::now();
+        let gauges = self.level_gauges(now, priority_level);
+        gauges.requests_waiting.add(now, 1.0);
+        gauges.seat_demand.add(now, f64::from(seats));
     }
 
     fn dequeued(&self, priority_level: &str, flow_schema: &str, seats: u32, _dispatched: bool) {
         self.add_inqueue(priority_level, flow_schema, -1, -i64::from(seats));
+        // A dispatched request's seats come back through `seats_changed`.
+        let now = Instant::now();
+        let gauges = self.level_gauges(now, priority_level);
+        gauges.requests_waiting.add(now, -1.0);
+        gauges.seat_demand.add(now, -f64::from(seats));
     }
 
     fn cancelled(&self, priority_level: &str, flow_schema: &str, waited: Duration) {
@@ -29,5 +70,9 @@ impl AdmissionObserver for Metrics {
 
     fn seats_changed(&self, priority_level: &str, flow_schema: &str, delta: i64) {
         self.add_executing_seats(priority_level, flow_schema, delta);
+        let now = Instant::now();
+        let gauges = self.level_gauges(now, priority_level);
+        gauges.seats_executing.add(now, delta as f64);
+        gauges.seat_demand.add(now, delta as f64);
     }
 }

@@ -108,6 +108,26 @@ async fn metrics_account_for_dispatch_queueing_rejection_and_execution() {
         sample(&text, upstream, &[("code", "2xx")]).is_some_and(|n| n >= 2.0),
         "{text}"
     );
+    // The timing-ratio histograms have members for the level that saw traffic.
+    for (family, labels) in [
+        (
+            "priority_level_request_utilization",
+            &[("phase", "waiting")][..],
+        ),
+        (
+            "priority_level_request_utilization",
+            &[("phase", "executing")][..],
+        ),
+        ("priority_level_seat_utilization", &[][..]),
+        ("demand_seats", &[][..]),
+    ] {
+        let name = format!("{fc}{family}_count");
+        let labels: Vec<_> = labels.iter().copied().chain([tight[0]]).collect();
+        assert!(sample(&text, &name, &labels).is_some(), "{name} {labels:?}");
+    }
+    let read_vs_write = format!("{fc}read_vs_write_current_requests_count");
+    let executing_reads = [("phase", "executing"), ("request_kind", "readOnly")];
+    assert!(sample(&text, &read_vs_write, &executing_reads).is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -67,7 +67,11 @@ async fn a_valid_change_is_applied_while_queued_requests_survive_it() {
         "the queued and the executing request stay"
     );
     let (_, text) = world.admin("/metrics").await;
-    assert_eq!(reloads(&text, "success"), Some(1.0));
+    // The file poll may have seen the change too.
+    assert!(
+        reloads(&text, "success").is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
     let extra = [("priority_level", "extra")];
     let nominal = "apiserver_flowcontrol_nominal_limit_seats";
     assert!(sample(&text, nominal, &extra).is_some(), "limits published");
@@ -94,7 +98,10 @@ async fn an_invalid_change_is_rejected_whole_and_the_last_good_one_stays() {
         "nothing of the rejected change applies"
     );
     let (_, text) = world.admin("/metrics").await;
-    assert_eq!(reloads(&text, "failure"), Some(1.0));
+    assert!(
+        reloads(&text, "failure").is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
     assert_eq!(reloads(&text, "success"), None);
 }
 

@@ -27,6 +27,7 @@ pub(super) struct Execution {
     priority_level: Arc<str>,
     flow_schema: Arc<str>,
     kind: ExecutionType,
+    verb: String,
     started: Instant,
 }
 
@@ -40,11 +41,13 @@ impl Execution {
     ) -> Execution {
         metrics.inc_dispatched(priority_level, flow_schema);
         metrics.add_executing_requests(priority_level, flow_schema, 1);
+        metrics.add_executing_ratio(priority_level, verb, 1);
         Execution {
             metrics: Arc::clone(metrics),
             priority_level: Arc::from(priority_level),
             flow_schema: Arc::from(flow_schema),
             kind: ExecutionType::of_verb(verb),
+            verb: verb.to_owned(),
             started: Instant::now(),
         }
     }
@@ -54,6 +57,7 @@ impl Drop for Execution {
     fn drop(&mut self) {
         let (pl, fs) = (&*self.priority_level, &*self.flow_schema);
         self.metrics.add_executing_requests(pl, fs, -1);
+        self.metrics.add_executing_ratio(pl, &self.verb, -1);
         self.metrics
             .observe_execution(pl, fs, self.kind, self.started.elapsed());
     }
