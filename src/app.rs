@@ -374,3 +374,6 @@ async fn scrape_metrics(upstream: &UpstreamClient) -> Result<String, crate::prox
         .await?;
     Ok(String::from_utf8_lossy(&body.to_bytes()).into_owned())
 }
+
+#[cfg(test)]
+mod tests;

@@ -76,3 +76,57 @@ impl AdmissionObserver for Metrics {
         gauges.seat_demand.add(now, delta as f64);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::fairqueue::admission::AdmissionObserver;
+    use crate::metrics::Metrics;
+
+    fn value(text: &str, prefix: &str) -> Option<f64> {
+        let line = text.lines().find(|l| l.starts_with(prefix))?;
+        line.rsplit(' ').next()?.parse().ok()
+    }
+
+    const PL_FS: &str = r#"{flow_schema="fs",priority_level="pl"}"#;
+
+    #[tokio::test(start_paused = true)]
+    async fn queue_and_seat_events_move_the_flow_schema_gauges() {
+        let metrics = Metrics::new();
+        let observer: &dyn AdmissionObserver = metrics.as_ref();
+        observer.enqueued("pl", "fs", 2, 3);
+        let text = metrics.encode();
+        let fc = "apiserver_flowcontrol_";
+        let inqueue = format!("{fc}current_inqueue_requests{PL_FS}");
+        let inqueue_seats = format!("{fc}current_inqueue_seats{PL_FS}");
+        assert_eq!(value(&text, &inqueue), Some(1.0));
+        assert_eq!(value(&text, &inqueue_seats), Some(2.0));
+        let lengths = format!("{fc}request_queue_length_after_enqueue_sum{PL_FS}");
+        assert_eq!(value(&text, &lengths), Some(3.0));
+
+        observer.dequeued("pl", "fs", 2, true);
+        observer.seats_changed("pl", "fs", 2);
+        let text = metrics.encode();
+        assert_eq!(value(&text, &inqueue), Some(0.0));
+        assert_eq!(value(&text, &inqueue_seats), Some(0.0));
+        let seats = format!("{fc}current_executing_seats{PL_FS}");
+        assert_eq!(value(&text, &seats), Some(2.0));
+        observer.seats_changed("pl", "fs", -2);
+        assert_eq!(value(&metrics.encode(), &seats), Some(0.0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_waiter_is_a_time_out_rejection_that_got_a_queue_slot() {
+        let metrics = Metrics::new();
+        let observer: &dyn AdmissionObserver = metrics.as_ref();
+        observer.enqueued("pl", "fs", 1, 1);
+        observer.dequeued("pl", "fs", 1, false);
+        observer.cancelled("pl", "fs", Duration::from_millis(300));
+        let text = metrics.encode();
+        let rejected = r#"apiserver_flowcontrol_rejected_requests_total{flow_schema="fs",priority_level="pl",reason="time-out"}"#;
+        assert_eq!(value(&text, rejected), Some(1.0));
+        let waited = r#"apiserver_flowcontrol_request_wait_duration_seconds_sum{execute="true",flow_schema="fs",priority_level="pl"}"#;
+        assert_eq!(value(&text, waited), Some(0.3));
+    }
+}
