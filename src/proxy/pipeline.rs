@@ -169,8 +169,8 @@ impl Proxy {
             .estimate(&info, query.as_deref(), level.max_seats(), now);
         ctx.estimate = Some(estimate);
         let (pl_name, fs_name) = (&*class.priority_level.name, &*class.flow_schema.name);
-        self.metrics
-            .observe_work_estimated_seats(pl_name, fs_name, estimate.max_seats());
+        let labels = (pl_name, fs_name);
+        metering::record_estimate(&self.metrics, &self.estimator, labels, &info, &estimate);
         let timeout = if long_running {
             self.request_timeout
         } else {

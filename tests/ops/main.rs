@@ -226,6 +226,17 @@ async fn tls_get(
     path: &str,
     token: Option<&str>,
 ) -> (Response<Incoming>, CertificateDer<'static>) {
+    tls_send(addr, ca, http::Method::GET, path, token).await
+}
+
+/// [`tls_get`] with any method (and an empty JSON object as the body).
+async fn tls_send(
+    addr: SocketAddr,
+    ca: &TestCa,
+    method: http::Method,
+    path: &str,
+    token: Option<&str>,
+) -> (Response<Incoming>, CertificateDer<'static>) {
     let config = support::pki::client_config(ca, None, &[b"http/1.1"]);
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
@@ -236,7 +247,10 @@ async fn tls_get(
         .await
         .expect("http1 handshake");
     tokio::spawn(conn);
-    let mut request = Request::get(path).header("host", "127.0.0.1");
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "127.0.0.1");
     if let Some(token) = token {
         request = request.header("authorization", format!("Bearer {token}"));
     }

@@ -169,3 +169,28 @@ async fn a_caller_leaving_its_queue_counts_as_a_time_out_rejection() {
     world.release_hanging(1).await;
     assert_eq!(first.await.expect("first").0, StatusCode::OK);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutating_request_samples_the_watches_it_will_notify() {
+    let world = Arc::new(World::start(10, &[]).await);
+    let (watch, _) = world.request("/api/v1/namespaces/ns/pods?watch=true").await;
+    assert_eq!(watch.status(), StatusCode::OK);
+    let (created, _) = tls_send(
+        world.secure,
+        &world.ca,
+        http::Method::POST,
+        "/api/v1/namespaces/ns/pods",
+        None,
+    )
+    .await;
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let (_, text) = world.admin("/metrics").await;
+    let tight = [("priority_level", "tight"), ("flow_schema", "tight-fs")];
+    let samples = "apiserver_flowcontrol_watch_count_samples";
+    assert_eq!(
+        sample(&text, &format!("{samples}_count"), &tight),
+        Some(1.0)
+    );
+    assert_eq!(sample(&text, &format!("{samples}_sum"), &tight), Some(1.0));
+    drop(watch);
+}

@@ -16,6 +16,8 @@ use super::super::{ProxyError, UpstreamError};
 use crate::auth::Identity;
 use crate::fairqueue::admission::Rejection;
 use crate::fairqueue::queueset::RejectReason as QueueSetReject;
+use crate::fairqueue::work_estimate::WorkEstimator;
+use crate::fairqueue::WorkEstimate;
 use crate::metrics::{ExecutionType, Metrics, RejectReason, RequestKind, UpstreamOutcome};
 use crate::request_info::RequestInfo;
 use crate::server::debug_dump::RequestDetails;
@@ -60,6 +62,23 @@ impl Drop for Execution {
         self.metrics.add_executing_ratio(pl, &self.verb, -1);
         self.metrics
             .observe_execution(pl, fs, self.kind, self.started.elapsed());
+    }
+}
+
+/// A request's work estimate (`ObserveWorkEstimatedSeats`, exempt ones included) and, for a
+/// mutating request, the watches it will notify (`ObserveWatchCount`, as the mutating estimator
+/// reports it).
+pub(super) fn record_estimate(
+    metrics: &Metrics,
+    estimator: &WorkEstimator,
+    (priority_level, flow_schema): (&str, &str),
+    info: &RequestInfo,
+    estimate: &WorkEstimate,
+) {
+    metrics.observe_work_estimated_seats(priority_level, flow_schema, estimate.max_seats());
+    if matches!(info.verb.as_str(), "create" | "update" | "patch" | "delete") {
+        let watches = estimator.watches().interested_watch_count(info);
+        metrics.observe_watch_count(priority_level, flow_schema, watches);
     }
 }
 
