@@ -201,8 +201,10 @@ impl App {
     /// the secure listener closes, open watches end cleanly, and executing and queued requests
     /// get `--shutdown-grace-period` to finish; the admin listener goes last.
     pub async fn shutdown(self) {
-        // Readiness must not come back once draining has started.
+        // Readiness must not come back once draining has started: the probe is stopped (and
+        // waited for) before `/readyz` turns false.
         self.readiness.abort();
+        let _ = self.readiness.await;
         self.running.terminate();
         let end_watches = self.end_watches;
         let delay = self.shutdown_delay;
