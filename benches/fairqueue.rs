@@ -55,6 +55,7 @@ impl Driver {
             flow: FlowMeta {
                 flow_schema: Arc::from("service-accounts"),
                 flow_distinguisher: String::new(),
+                details: None,
             },
             executing: VecDeque::new(),
         }
@@ -138,6 +139,7 @@ fn async_uncontended(c: &mut Criterion) {
     let flow = FlowMeta {
         flow_schema: Arc::from("service-accounts"),
         flow_distinguisher: String::new(),
+        details: None,
     };
     let mut i = 0u64;
     c.bench_function("async_uncontended/64", |b| {

@@ -2,7 +2,22 @@
 //!
 //! The one place that knows every part: it builds the upstream client, the authenticator, the
 //! flow controller, the work estimator and the pipeline, starts the listeners and the periodic
-//! tasks (borrowing adjustment every 10 s, object counts from the upstream's metrics).
+//! tasks (borrowing adjustment every 10 s, object counts from the upstream's metrics, readiness,
+//! hot reload). One [`Metrics`] registry is made here and handed to every part that reports.
+//!
+//! The admin listener serves `/metrics` and the debug dumps without authentication: it binds
+//! loopback (`127.0.0.1:8081`) by default, like the apiserver's insecure debug sockets; bind it
+//! elsewhere only on a network you trust (the request dumps show user names).
+
+mod admin_routes;
+mod drain;
+mod readiness;
+mod reload;
+
+pub use admin_routes::{level_rows, queue_rows, request_rows, AdminPaths, DEBUG_PREFIX};
+pub use drain::DrainableBody;
+pub use readiness::{wait_for_upstream, PROBE_INTERVAL};
+pub use reload::{dir_digest, files_digest, ReloadError, Reloader, POLL_INTERVAL};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,13 +29,20 @@ use tokio::time::Instant;
 
 use crate::auth::{AuthConfig, Authenticator, RequestHeaderConfig, TokenReviewConfig};
 use crate::config::Config;
-use crate::fairqueue::borrowing::BORROWING_ADJUSTMENT_PERIOD;
+use crate::fairqueue::admission::AdmissionObserver;
+use crate::fairqueue::borrowing::{
+    concurrency_denominator, BorrowingOutcome, BORROWING_ADJUSTMENT_PERIOD,
+};
 use crate::fairqueue::controller::FlowControl;
 use crate::fairqueue::work_estimate::WorkEstimator;
+use crate::metrics::Metrics;
 use crate::proxy::{
     empty_body, Forwarder, ForwarderConfig, Proxy, UpstreamAuth, UpstreamClient, UpstreamConfig,
 };
-use crate::server::{self, ReadyFlag, Running, ServeOptions, ServeParts};
+use crate::server::{
+    self, shutdown_channel, ReadyFlag, Running, ServeOptions, ServeParts, ShutdownSignal,
+    ShutdownTrigger,
+};
 
 /// How often the upstream's `/metrics` is read for object counts (the apiserver updates its
 /// own counts about once a minute).
@@ -47,6 +69,9 @@ pub enum StartError {
     /// The listeners could not start.
     #[error(transparent)]
     Server(#[from] server::ServerError),
+    /// A metrics collector could not be registered.
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
 }
 
 /// A running proxy: its listeners, its pipeline and its background tasks.
@@ -54,46 +79,80 @@ pub enum StartError {
 pub struct App {
     running: Running,
     proxy: Arc<Proxy>,
+    metrics: Arc<Metrics>,
+    ready: ReadyFlag,
+    reloader: Reloader,
+    end_watches: ShutdownTrigger,
+    shutdown_delay: Duration,
+    readiness: JoinHandle<()>,
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl App {
-    /// Builds every part from `opts` and `config` and starts serving.
+    /// Builds every part from `opts` and `config` and starts serving, with a fresh registry.
     pub async fn start(opts: ServeOptions, config: &Config) -> Result<App, StartError> {
+        Self::start_with_metrics(opts, config, Metrics::new()).await
+    }
+
+    /// [`start`](Self::start), reporting to `metrics`.
+    pub async fn start_with_metrics(
+        opts: ServeOptions,
+        config: &Config,
+        metrics: Arc<Metrics>,
+    ) -> Result<App, StartError> {
         let upstream = UpstreamClient::new(UpstreamConfig::from_serve_options(&opts).resolve()?)?;
         let authenticator = Arc::new(Authenticator::new(auth_config(&opts, &upstream))?);
+        metrics.register_auth_stats(Arc::clone(authenticator.stats()))?;
         let forwarder =
             Forwarder::new(upstream.clone(), ForwarderConfig::from_serve_options(&opts))?;
+        let observer: Arc<dyn AdmissionObserver> = metrics.clone();
+        let server_cl = opts.server_concurrency_limit();
         let (flow_control, problems) =
-            FlowControl::new(config, opts.server_concurrency_limit(), Instant::now())?;
+            FlowControl::with_observer(config, server_cl, Instant::now(), Some(observer))?;
         for problem in problems {
             tracing::warn!(%problem, "Priority level not served");
         }
         let flow_control = Arc::new(flow_control);
+        publish_limits(&metrics, &flow_control, None);
         let estimator = WorkEstimator::default();
-        let proxy = Arc::new(Proxy::new(
-            Arc::clone(&authenticator),
-            Arc::clone(&flow_control),
-            estimator.clone(),
-            forwarder,
-            opts.request_timeout,
-        ));
-        let handler_proxy = Arc::clone(&proxy);
-        let handler: Arc<dyn server::Handler> = Arc::new(move |request| {
-            let proxy = Arc::clone(&handler_proxy);
-            async move { proxy.handle(request).await }
-        });
+        let proxy = Arc::new(
+            Proxy::new(
+                Arc::clone(&authenticator),
+                Arc::clone(&flow_control),
+                estimator.clone(),
+                forwarder,
+                opts.request_timeout,
+            )
+            .with_metrics(Arc::clone(&metrics)),
+        );
+        let (end_watches, watches_end) = shutdown_channel();
+        let ready = ReadyFlag::new(false);
         let parts = ServeParts {
-            handler,
+            handler: secure_handler(Arc::clone(&proxy), watches_end),
             client_ca_roots: Some(authenticator.client_ca_roots()),
-            admin_routes: None,
-            ready: ReadyFlag::new(true),
+            admin_routes: Some(admin_handler(AdminPaths::new(
+                Arc::clone(&metrics),
+                Arc::clone(&flow_control),
+            ))),
+            ready: ready.clone(),
         };
+        let shutdown_delay = opts.shutdown_delay_duration;
+        let reload_files = (opts.config_dir.clone(), cert_files(&opts));
         let running = server::start(opts, parts).await?;
+        metrics.register_server_stats(running.stats())?;
+        let reloader = Reloader {
+            flow_control: Arc::clone(&flow_control),
+            metrics: Arc::clone(&metrics),
+            config_dir: reload_files.0,
+            tls: running.tls().clone(),
+            cert_files: reload_files.1,
+        };
         let tasks = vec![
-            tokio::spawn(adjust_borrowing(flow_control)),
-            tokio::spawn(refresh_object_counts(upstream, estimator)),
+            tokio::spawn(adjust_borrowing(flow_control, Arc::clone(&metrics))),
+            tokio::spawn(refresh_object_counts(upstream.clone(), estimator)),
+            tokio::spawn(reloader.clone().run()),
         ];
+        let readiness = tokio::spawn(wait_for_upstream(upstream, ready.clone()));
         tracing::info!(
             secure = %running.secure_addr(),
             admin = %running.admin_addr(),
@@ -102,6 +161,12 @@ impl App {
         Ok(App {
             running,
             proxy,
+            metrics,
+            ready,
+            reloader,
+            end_watches,
+            shutdown_delay,
+            readiness,
             tasks,
         })
     }
@@ -116,14 +181,123 @@ impl App {
         &self.proxy
     }
 
-    /// Shuts down as [`Running::terminate`] describes and waits for the listeners to stop.
+    /// The registry every part reports to.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The readiness behind `/readyz`.
+    pub fn ready(&self) -> &ReadyFlag {
+        &self.ready
+    }
+
+    /// The configuration and certificate reloader (what SIGHUP and file changes run).
+    pub fn reloader(&self) -> &Reloader {
+        &self.reloader
+    }
+
+    /// Shuts down as the apiserver does on SIGTERM and waits until everything has stopped:
+    /// `/readyz` fails at once; requests are still accepted for `--shutdown-delay-duration`; then
+    /// the secure listener closes, open watches end cleanly, and executing and queued requests
+    /// get `--shutdown-grace-period` to finish; the admin listener goes last.
     pub async fn shutdown(self) {
+        // Readiness must not come back once draining has started: the probe is stopped (and
+        // waited for) before `/readyz` turns false.
+        self.readiness.abort();
+        let _ = self.readiness.await;
         self.running.terminate();
+        let end_watches = self.end_watches;
+        let delay = self.shutdown_delay;
+        let watches = tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            end_watches.trigger();
+        });
         self.running.wait().await;
+        watches.abort();
         for task in self.tasks {
             task.abort();
         }
     }
+}
+
+/// The secure port's handler: the pipeline, with watch responses ending at `watches_end`.
+fn secure_handler(proxy: Arc<Proxy>, watches_end: ShutdownSignal) -> Arc<dyn server::Handler> {
+    Arc::new(move |request: http::Request<hyper::body::Incoming>| {
+        let proxy = Arc::clone(&proxy);
+        let watches_end = watches_end.clone();
+        async move {
+            let watch = is_watch(&request);
+            let response = proxy.handle(request).await;
+            if watch && response.status().is_success() {
+                return response.map(|body| DrainableBody::wrap(body, watches_end));
+            }
+            response
+        }
+    })
+}
+
+fn is_watch<B>(request: &http::Request<B>) -> bool {
+    let target = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    crate::request_info::parse(request.method().as_str(), target).is_ok_and(|i| i.verb == "watch")
+}
+
+fn admin_handler(paths: AdminPaths) -> Arc<dyn server::Handler> {
+    let paths = Arc::new(paths);
+    Arc::new(move |request: http::Request<hyper::body::Incoming>| {
+        let response = paths.answer(request.uri().path(), request.uri().query());
+        async move { response }
+    })
+}
+
+fn cert_files(opts: &ServeOptions) -> Vec<std::path::PathBuf> {
+    [&opts.tls_cert_file, &opts.tls_private_key_file]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect()
+}
+
+/// Sets every level's limit gauges; with an `outcome` (a borrowing adjustment), also the demand
+/// statistics, the target and the fair fraction (`NotePriorityLevelConcurrencyAdjustment`).
+pub(crate) fn publish_limits(
+    metrics: &Metrics,
+    flow_control: &FlowControl,
+    outcome: Option<&BorrowingOutcome>,
+) {
+    let levels = flow_control.levels();
+    let now = Instant::now();
+    let server_cl = flow_control.server_concurrency_limit();
+    let (mut max_waiting, mut max_executing) = (0u32, 0u32);
+    for level in &levels {
+        let l = &level.limits;
+        let name = &level.priority_level.name;
+        metrics.set_limits(name, l.nominal_cl, l.min_cl, l.max_cl, level.current_cl);
+        let capacity = level.priority_level.queuing().map_or(0, |q| {
+            let product = i64::from(q.queues) * i64::from(q.queue_length_limit);
+            u32::try_from(product.max(0)).unwrap_or(u32::MAX)
+        });
+        max_waiting = max_waiting.saturating_add(capacity);
+        max_executing = max_executing.saturating_add(l.nominal_cl);
+        let denominator = concurrency_denominator(level.current_cl, server_cl);
+        let gauges = metrics.level_gauges(now, name);
+        gauges.set_denominators(now, capacity.max(1), denominator);
+        gauges
+            .seat_demand
+            .set_denominator(now, f64::from(denominator));
+    }
+    metrics.set_read_vs_write_denominators(now, max_waiting.max(1), max_executing.max(1));
+    let Some(outcome) = outcome else {
+        return;
+    };
+    // The outcome lists levels in the controller's (name) order; a configuration applied in
+    // between would change the set, so only a matching count is trusted.
+    if outcome.levels.len() == levels.len() {
+        for (level, adjustment) in levels.iter().zip(&outcome.levels) {
+            let name = &level.priority_level.name;
+            metrics.note_concurrency_adjustment(name, &level.stats, adjustment);
+        }
+    }
+    metrics.set_fair_frac(outcome.seat_fair_frac);
 }
 
 /// The authenticator's settings from the serve flags; TokenReviews go through `upstream`.
@@ -156,15 +330,16 @@ fn auth_config(opts: &ServeOptions, upstream: &UpstreamClient) -> AuthConfig {
 }
 
 /// Every 10 s: re-allocate concurrency limits from seat demand (`updateBorrowingLocked`).
-async fn adjust_borrowing(flow_control: Arc<FlowControl>) {
+async fn adjust_borrowing(flow_control: Arc<FlowControl>, metrics: Arc<Metrics>) {
     let mut ticks = tokio::time::interval(BORROWING_ADJUSTMENT_PERIOD);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let now = ticks.tick().await;
         let outcome = flow_control.adjust_borrowing(now);
-        if let Some(error) = outcome.error {
+        if let Some(error) = &outcome.error {
             tracing::warn!(%error, "Concurrency allocation failed; limits kept");
         }
+        publish_limits(&metrics, &flow_control, Some(&outcome));
     }
 }
 
@@ -201,3 +376,6 @@ async fn scrape_metrics(upstream: &UpstreamClient) -> Result<String, crate::prox
         .await?;
     Ok(String::from_utf8_lossy(&body.to_bytes()).into_owned())
 }
+
+#[cfg(test)]
+mod tests;

@@ -15,10 +15,12 @@ mod collectors;
 mod endpoints;
 mod flowcontrol;
 mod labels;
+mod observer;
 mod proxy;
 pub mod timing_ratio;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use prometheus::core::Collector;
 use prometheus::{Encoder, Registry, TextEncoder};
@@ -37,6 +39,8 @@ pub struct Metrics {
     flowcontrol: flowcontrol::Families,
     endpoints: endpoints::Families,
     proxy: proxy::Families,
+    /// Each level's timing-ratio gauges, made on first use ([`Metrics::level_gauges`]).
+    level_gauges: Mutex<HashMap<String, PriorityLevelGauges>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -62,6 +66,7 @@ impl Metrics {
             flowcontrol,
             endpoints,
             proxy,
+            level_gauges: Mutex::new(HashMap::new()),
         })
     }
 

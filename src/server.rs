@@ -144,6 +144,7 @@ pub async fn start(opts: ServeOptions, parts: ServeParts) -> Result<Running, Ser
     let admin = AdminServer::bind(opts.admin_address, routes).await?;
     let (terminate, termination) = shutdown_channel();
     let secure_addr = server.local_addr();
+    let stats = server.stats();
     let admin_addr = admin.local_addr();
     let lifecycle = Lifecycle {
         ready: parts.ready,
@@ -155,6 +156,7 @@ pub async fn start(opts: ServeOptions, parts: ServeParts) -> Result<Running, Ser
         secure_addr,
         admin_addr,
         tls,
+        stats,
         terminate,
         task,
     })
@@ -166,6 +168,7 @@ pub struct Running {
     secure_addr: SocketAddr,
     admin_addr: SocketAddr,
     tls: ServerTls,
+    stats: Arc<ServerStats>,
     terminate: ShutdownTrigger,
     task: tokio::task::JoinHandle<()>,
 }
@@ -185,6 +188,11 @@ impl Running {
     /// `self_signed_cert` is what clients trust when no certificate file was given).
     pub fn tls(&self) -> &ServerTls {
         &self.tls
+    }
+
+    /// The secure listener's counters (for [`crate::metrics::Metrics::register_server_stats`]).
+    pub fn stats(&self) -> Arc<ServerStats> {
+        Arc::clone(&self.stats)
     }
 
     /// Starts shutdown as the apiserver does on SIGTERM: `/readyz` fails at once, requests are

@@ -6,6 +6,8 @@
 //! upstream's response head arrives (the analogue of "initialised"), long-running requests other
 //! than watches bypass flow control, and exempt requests are counted but never queued.
 
+mod metering;
+
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use tokio::time::Instant;
 
+use self::metering::Execution;
 use super::{effective_timeout, error_response, ForwardRequest, Forwarder, ProxyBody, ProxyError};
 use crate::auth::{AuthMethod, Authenticator, Identity};
 use crate::classify::{classify, Classification};
@@ -27,6 +30,7 @@ use crate::fairqueue::controller::FlowControl;
 use crate::fairqueue::queueset::FlowMeta;
 use crate::fairqueue::work_estimate::{WatchGuard, WorkEstimator};
 use crate::fairqueue::WorkEstimate;
+use crate::metrics::Metrics;
 use crate::request_info::{self, RequestInfo, RequestInfoError};
 use crate::server::ConnectionInfo;
 
@@ -42,6 +46,7 @@ pub struct Proxy {
     estimator: WorkEstimator,
     forwarder: Forwarder,
     request_timeout: Duration,
+    metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -83,7 +88,19 @@ impl Proxy {
             estimator,
             forwarder,
             request_timeout,
+            metrics: Metrics::new(),
         }
+    }
+
+    /// Reports to `metrics` instead of the private registry [`new`](Self::new) made.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Proxy {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The metrics this pipeline reports to.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// The flow controller (for the admin endpoints and the periodic borrowing adjustment).
@@ -112,6 +129,7 @@ impl Proxy {
             set_pf_headers(response.headers_mut(), class);
         }
         ctx.finish(response.status());
+        self.metrics.inc_requests(response.status().as_u16());
         response
     }
 
@@ -150,6 +168,9 @@ impl Proxy {
             .estimator
             .estimate(&info, query.as_deref(), level.max_seats(), now);
         ctx.estimate = Some(estimate);
+        let (pl_name, fs_name) = (&*class.priority_level.name, &*class.flow_schema.name);
+        let labels = (pl_name, fs_name);
+        metering::record_estimate(&self.metrics, &self.estimator, labels, &info, &estimate);
         let timeout = if long_running {
             self.request_timeout
         } else {
@@ -161,12 +182,14 @@ impl Proxy {
             flow: FlowMeta {
                 flow_schema: Arc::from(class.flow_schema.name.as_str()),
                 flow_distinguisher: class.flow_distinguisher.clone(),
+                details: Some(metering::request_details(&identity, &info)),
             },
             wait_limit: wait_limit(timeout).saturating_sub(now - ctx.received_at),
         };
         let mut seat = match self.flow_control.admit(level, admit).await {
             Ok(seat) => seat,
             Err(rejection) => {
+                metering::record_rejection(&self.metrics, fs_name, &info.verb, &rejection);
                 ctx.waited = rejection.waited;
                 return Err(ProxyError::TooManyRequests {
                     retry_after_seconds: u32::try_from(rejection.retry_after).unwrap_or(u32::MAX),
@@ -174,16 +197,22 @@ impl Proxy {
             }
         };
         ctx.waited = seat.waited();
+        if !level.is_exempt() {
+            self.metrics
+                .observe_wait(pl_name, fs_name, true, ctx.waited);
+        }
+        let execution = Execution::start(&self.metrics, pl_name, fs_name, &info.verb);
         if info.verb == "watch" {
             let watch = self.estimator.watches().register(&info, query.as_deref());
             let response = self.forward(ctx, request, &identity, true).await;
             // The watch is established upstream once its response head is here: its seats go
             // back to the level while the stream goes on (the tracker entry stays until the end).
             seat.finish_early();
-            return response.map(|r| r.map(|body| SeatBody::wrap(body, None, watch)));
+            drop(execution);
+            return response.map(|r| r.map(|body| SeatBody::wrap(body, None, watch, None)));
         }
         let response = self.forward(ctx, request, &identity, false).await?;
-        Ok(response.map(|body| SeatBody::wrap(body, Some(seat), None)))
+        Ok(response.map(|body| SeatBody::wrap(body, Some(seat), None, Some(execution))))
     }
 
     async fn authenticate<B>(
@@ -234,7 +263,10 @@ impl Proxy {
             peer: ctx.peer,
             received_at: Some(ctx.received_at),
         };
-        self.forwarder.forward(request, forward).await
+        let started = Instant::now();
+        let result = self.forwarder.forward(request, forward).await;
+        metering::record_upstream(&self.metrics, &result, started.elapsed());
+        result
     }
 }
 
@@ -324,17 +356,30 @@ struct SeatBody {
     inner: ProxyBody,
     seat: Option<Seat>,
     watch: Option<WatchGuard>,
+    execution: Option<Execution>,
 }
 
 impl SeatBody {
-    fn wrap(inner: ProxyBody, seat: Option<Seat>, watch: Option<WatchGuard>) -> ProxyBody {
-        if seat.is_none() && watch.is_none() {
+    fn wrap(
+        inner: ProxyBody,
+        seat: Option<Seat>,
+        watch: Option<WatchGuard>,
+        execution: Option<Execution>,
+    ) -> ProxyBody {
+        if seat.is_none() && watch.is_none() && execution.is_none() {
             return inner;
         }
-        SeatBody { inner, seat, watch }.boxed_unsync()
+        SeatBody {
+            inner,
+            seat,
+            watch,
+            execution,
+        }
+        .boxed_unsync()
     }
 
     fn release(&mut self) {
+        self.execution = None;
         self.seat = None;
         self.watch = None;
     }

@@ -28,6 +28,7 @@ fn req(seats: u32, hash: u64) -> AdmitRequest {
         flow: FlowMeta {
             flow_schema: Arc::from("service-accounts"),
             flow_distinguisher: "alice".into(),
+            details: None,
         },
         wait_limit: Duration::from_secs(15),
     }

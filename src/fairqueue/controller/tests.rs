@@ -38,6 +38,7 @@ fn req(hash: u64) -> AdmitRequest {
         flow: FlowMeta {
             flow_schema: Arc::from("fs"),
             flow_distinguisher: String::new(),
+            details: None,
         },
         wait_limit: Duration::from_secs(15),
     }

@@ -25,6 +25,7 @@ pub(super) fn arrival(estimate: WorkEstimate, hash: u64) -> Arrival {
         flow: FlowMeta {
             flow_schema: Arc::from("fs"),
             flow_distinguisher: format!("flow-{hash}"),
+            details: None,
         },
     }
 }

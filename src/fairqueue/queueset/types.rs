@@ -61,6 +61,8 @@ pub struct FlowMeta {
     pub flow_schema: Arc<str>,
     /// The flow distinguisher (user or namespace; empty when the schema has none).
     pub flow_distinguisher: String,
+    /// Who asked for what, for `dump_requests?includeRequestDetails=1`; `None` prints empty cells.
+    pub details: Option<Arc<crate::server::debug_dump::RequestDetails>>,
 }
 
 /// What a queue set needs to know about an arriving request.

@@ -1,0 +1,169 @@
+//! The admin listener's paths beyond the health endpoints: `/metrics` and the
+//! `/debug/api_priority_and_fairness/*` dumps.
+//!
+//! Mirrors `apf_controller_debug.go` for the dumps: rows come from [`FlowControl::levels`] (sorted
+//! by name, quiescing levels included), one row per level, per queue, per waiting or executing
+//! request. The apiserver walks levels in Go map order in `dump_queues` and `dump_requests`; we
+//! use name order so the output is stable.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
+use http::{Response, StatusCode};
+use tokio::time::Instant;
+
+use crate::fairqueue::controller::{FlowControl, LevelInfo};
+use crate::fairqueue::queueset::RequestDump;
+use crate::metrics::Metrics;
+use crate::proxy::{full_body, ProxyBody};
+use crate::server::debug_dump::{self, PriorityLevelRow, QueueRow, RequestRow, WallClock};
+use crate::server::not_found;
+
+/// Where the debug endpoints live.
+pub const DEBUG_PREFIX: &str = "/debug/api_priority_and_fairness/";
+
+/// Answers `/metrics` and the debug dumps from the live flow controller and registry.
+#[derive(Debug, Clone)]
+pub struct AdminPaths {
+    metrics: Arc<Metrics>,
+    flow_control: Arc<FlowControl>,
+    clock: WallClock,
+}
+
+impl AdminPaths {
+    /// Paths over `metrics` and `flow_control`; queue times are shown in wall-clock time by
+    /// pairing the monotonic clock with the system clock now.
+    pub fn new(metrics: Arc<Metrics>, flow_control: Arc<FlowControl>) -> AdminPaths {
+        AdminPaths {
+            metrics,
+            flow_control,
+            clock: WallClock::new(Instant::now(), SystemTime::now()),
+        }
+    }
+
+    /// The answer for `path` (with its `query`); an unknown path gets the apiserver's 404.
+    pub fn answer(&self, path: &str, query: Option<&str>) -> Response<ProxyBody> {
+        if path == "/metrics" {
+            return text(self.metrics.encode(), Metrics::content_type());
+        }
+        let Some(dump) = path.strip_prefix(DEBUG_PREFIX) else {
+            return not_found();
+        };
+        let levels = self.flow_control.levels();
+        let body = match dump {
+            "dump_priority_levels" => debug_dump::dump_priority_levels(&level_rows(&levels)),
+            "dump_queues" => debug_dump::dump_queues(&queue_rows(&levels)),
+            "dump_requests" => {
+                let details = debug_dump::include_request_details(query);
+                debug_dump::dump_requests(&request_rows(&levels, self.clock, details), details)
+            }
+            _ => return not_found(),
+        };
+        text(body, "text/plain; charset=utf-8")
+    }
+}
+
+fn text(body: String, content_type: &'static str) -> Response<ProxyBody> {
+    let mut response = Response::new(full_body(Bytes::from(body)));
+    *response.status_mut() = StatusCode::OK;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    response
+}
+
+/// `dump_priority_levels` rows, one per level.
+pub fn level_rows(levels: &[LevelInfo]) -> Vec<PriorityLevelRow> {
+    levels
+        .iter()
+        .map(|level| {
+            let dump = level.queues.dump();
+            let (rejected, timedout, cancelled) = dump.counters.as_reference();
+            PriorityLevelRow {
+                name: level.priority_level.name.clone(),
+                active_queues: dump.queues.iter().filter(|q| !q.waiting.is_empty()).count(),
+                is_idle: dump.waiting == 0 && dump.executing == 0,
+                is_quiescing: level.quiescing,
+                waiting_requests: u64::from(dump.waiting),
+                executing_requests: u64::from(dump.executing),
+                dispatched_requests: dump.counters.dispatched,
+                rejected_requests: rejected,
+                timedout_requests: timedout,
+                cancelled_requests: cancelled,
+            }
+        })
+        .collect()
+}
+
+/// `dump_queues` rows, one per queue of every level.
+pub fn queue_rows(levels: &[LevelInfo]) -> Vec<QueueRow> {
+    let mut rows = Vec::new();
+    for level in levels {
+        let dump = level.queues.dump();
+        for (index, q) in dump.queues.iter().enumerate() {
+            rows.push(QueueRow {
+                priority_level: level.priority_level.name.clone(),
+                index,
+                pending_requests: q.waiting.len() as u64,
+                executing_requests: u64::from(q.executing_requests),
+                seats_in_use: q.seats_in_use,
+                next_dispatch_r: q.next_dispatch_r.units(),
+                initial_seats_sum: q.sum.initial_seats,
+                max_seats_sum: q.sum.max_seats,
+                total_work_sum: q.sum.total_work.units(),
+            });
+        }
+    }
+    rows
+}
+
+/// `dump_requests` rows: per level, each queue's waiting requests (by position) then its
+/// executing ones (−1), then the requests executing without a queue (−1, −1).
+pub fn request_rows(levels: &[LevelInfo], clock: WallClock, details: bool) -> Vec<RequestRow> {
+    let mut rows = Vec::new();
+    for level in levels {
+        let name = &level.priority_level.name;
+        let dump = level.queues.dump();
+        let mut push = |queue: i64, index: i64, r: &RequestDump| {
+            rows.push(request_row(name, queue, index, r, clock, details));
+        };
+        for (qi, q) in dump.queues.iter().enumerate() {
+            let qi = i64::try_from(qi).unwrap_or(i64::MAX);
+            for (ri, r) in q.waiting.iter().enumerate() {
+                push(qi, i64::try_from(ri).unwrap_or(i64::MAX), r);
+            }
+            q.executing.iter().for_each(|r| push(qi, -1, r));
+        }
+        dump.queueless_executing
+            .iter()
+            .for_each(|r| push(-1, -1, r));
+    }
+    rows
+}
+
+fn request_row(
+    priority_level: &str,
+    queue_index: i64,
+    request_index_in_queue: i64,
+    r: &RequestDump,
+    clock: WallClock,
+    details: bool,
+) -> RequestRow {
+    RequestRow {
+        priority_level: priority_level.to_owned(),
+        flow_schema: r.flow.flow_schema.to_string(),
+        queue_index,
+        request_index_in_queue,
+        flow_distinguisher: r.flow.flow_distinguisher.clone(),
+        arrive_time: clock.system_time(r.arrival),
+        initial_seats: r.estimate.initial_seats,
+        final_seats: r.estimate.final_seats,
+        additional_latency: r.estimate.additional_latency,
+        start_time: r.start.map(|s| clock.system_time(s)),
+        details: details
+            .then(|| r.flow.details.as_deref().cloned())
+            .flatten(),
+    }
+}

@@ -1,0 +1,59 @@
+//! Readiness: `/readyz` passes once the configuration is loaded (before [`App::start`] returns)
+//! and the upstream has answered a health check with the proxy's own credentials.
+//!
+//! [`App::start`]: super::App::start
+
+use std::time::Duration;
+
+use http::{Method, Request, StatusCode};
+
+use crate::proxy::{empty_body, UpstreamAuth, UpstreamClient};
+use crate::server::ReadyFlag;
+
+/// How long one health check may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The pause between failed health checks.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Asks the upstream's `/readyz` with the proxy's credentials every [`PROBE_INTERVAL`] until it
+/// answers (see [`probe`]), then sets `ready` and ends.
+pub async fn wait_for_upstream(upstream: UpstreamClient, ready: ReadyFlag) {
+    let mut attempts: u64 = 0;
+    loop {
+        attempts += 1;
+        match probe(&upstream).await {
+            Ok(status) => {
+                if !status.is_success() {
+                    tracing::warn!(%status, "The upstream's /readyz did not say ok; taking the answer as up");
+                }
+                tracing::info!(%status, attempts, "Upstream answered; ready");
+                ready.set(true);
+                return;
+            }
+            Err(error) if attempts == 1 || attempts % 30 == 0 => {
+                tracing::warn!(%error, attempts, "Upstream not ready; not ready either");
+            }
+            Err(error) => tracing::debug!(%error, attempts, "Upstream not ready"),
+        }
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+}
+
+/// The upstream's answer to `GET /readyz`, if it counts as up: anything but a 5xx (an
+/// apiserver that is starting answers 500; one that does not let the proxy read health endpoints
+/// answers 401 or 403, and a fake or an older server may answer 404: all of them are up).
+async fn probe(upstream: &UpstreamClient) -> Result<StatusCode, crate::proxy::BoxError> {
+    let request = Request::builder()
+        .method(Method::GET)
+        .uri(upstream.uri_for("/readyz")?)
+        .body(empty_body())?;
+    let sent = upstream.send(request, UpstreamAuth::Proxy, false);
+    let response = tokio::time::timeout(PROBE_TIMEOUT, sent)
+        .await
+        .map_err(|_| format!("/readyz: no answer within {PROBE_TIMEOUT:?}"))??;
+    let status = response.status();
+    if status.is_server_error() {
+        return Err(format!("upstream /readyz answered {status}").into());
+    }
+    Ok(status)
+}

@@ -1,0 +1,222 @@
+//! Hot reload: the flow-control configuration directory and the serving certificate, polled for
+//! changes every [`POLL_INTERVAL`] and re-read on SIGHUP.
+//!
+//! Polling content digests instead of using inotify (the `notify` crate) because the files are
+//! few and small, it works the same on every file system (Kubernetes ConfigMap and Secret volumes
+//! swap a `..data` symlink, which inotify watchers often miss), and it needs no new dependency.
+//! A valid configuration is applied with [`FlowControl::apply_config`] (queued and executing
+//! requests stay); an invalid one is rejected whole, each problem logged, and the last good one
+//! stays. Client CAs are not reloaded: the handshake's verifier is built once (restart to
+//! change them).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+use crate::config::{self, ConfigError};
+use crate::fairqueue::controller::FlowControl;
+use crate::metrics::Metrics;
+use crate::server::ServerTls;
+
+/// How often the watched files are checked.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Why a configuration reload was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The new configuration is invalid (each problem has been logged).
+    #[error("the configuration in {} is invalid ({problems} problems); the last good one stays", dir.display())]
+    Invalid {
+        /// The directory.
+        dir: PathBuf,
+        /// How many problems were found.
+        problems: usize,
+    },
+    /// The directory or a file could not be read.
+    #[error(transparent)]
+    Read(#[from] ConfigError),
+}
+
+/// What is reloaded and where the results go.
+#[derive(Debug, Clone)]
+pub struct Reloader {
+    /// The flow controller to apply configurations to.
+    pub flow_control: Arc<FlowControl>,
+    /// Counts reloads (`apf_proxy_config_reloads_total`) and publishes the new limits.
+    pub metrics: Arc<Metrics>,
+    /// `--config-dir`; `None`: the embedded default, never reloaded.
+    pub config_dir: Option<PathBuf>,
+    /// The serving certificate.
+    pub tls: ServerTls,
+    /// `--tls-cert-file` and `--tls-private-key-file`, when given.
+    pub cert_files: Vec<PathBuf>,
+}
+
+impl Reloader {
+    /// Loads `--config-dir` and applies it. A no-op without a directory.
+    pub fn reload_config(&self, now: Instant) -> Result<(), ReloadError> {
+        let Some(dir) = &self.config_dir else {
+            return Ok(());
+        };
+        let loaded = match config::load_dir(dir) {
+            Ok(loaded) => loaded,
+            Err(ConfigError::Invalid { problems, warnings }) => {
+                warnings
+                    .iter()
+                    .for_each(|w| tracing::warn!(%w, "Configuration warning"));
+                for problem in &problems {
+                    tracing::error!(%problem, "Configuration rejected");
+                }
+                self.metrics.record_config_reload(false, SystemTime::now());
+                return Err(ReloadError::Invalid {
+                    dir: dir.clone(),
+                    problems: problems.len(),
+                });
+            }
+            Err(error) => {
+                self.metrics.record_config_reload(false, SystemTime::now());
+                return Err(error.into());
+            }
+        };
+        for warning in &loaded.warnings {
+            tracing::warn!(%warning, "Configuration warning");
+        }
+        for problem in self.flow_control.apply_config(&loaded.config, now) {
+            tracing::warn!(%problem, "Priority level not (re)configured");
+        }
+        super::publish_limits(&self.metrics, &self.flow_control, None);
+        self.metrics.record_config_reload(true, SystemTime::now());
+        tracing::info!(dir = %dir.display(), "Configuration reloaded");
+        Ok(())
+    }
+
+    /// Reads the serving certificate files again; the current certificate stays on error.
+    pub fn reload_tls(&self) {
+        match self.tls.reload() {
+            Ok(_) => {}
+            Err(error) => {
+                tracing::error!(%error, "Serving certificate not reloaded; the current one stays")
+            }
+        }
+    }
+
+    /// Watches until aborted: polls the files and reloads what changed; on SIGHUP reloads both.
+    /// The files' state is taken now (not when the future first runs), so a change made after
+    /// this call is never mistaken for the starting point.
+    pub fn run(self) -> impl std::future::Future<Output = ()> + Send {
+        let config_stamp = self.config_dir.as_deref().map(dir_digest);
+        let cert_stamp = files_digest(&self.cert_files);
+        let hangups = hangups();
+        self.watch(config_stamp, cert_stamp, hangups)
+    }
+
+    async fn watch(
+        self,
+        mut config_stamp: Option<[u8; 32]>,
+        mut cert_stamp: [u8; 32],
+        mut hangups: Hangups,
+    ) {
+        let mut ticks = tokio::time::interval(POLL_INTERVAL);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let forced = tokio::select! {
+                _ = ticks.tick() => false,
+                () = next_hangup(&mut hangups) => true,
+            };
+            if forced {
+                tracing::info!("SIGHUP: reloading the configuration and certificates");
+            }
+            let stamp = self.config_dir.as_deref().map(dir_digest);
+            if forced || stamp != config_stamp {
+                config_stamp = stamp;
+                if let Err(error) = self.reload_config(Instant::now()) {
+                    tracing::error!(%error, "Configuration reload failed");
+                }
+            }
+            let stamp = files_digest(&self.cert_files);
+            if forced || stamp != cert_stamp {
+                cert_stamp = stamp;
+                self.reload_tls();
+            }
+        }
+    }
+}
+
+/// A digest of the names and contents of a directory's visible files (symlinks followed), so any
+/// change, however quick, is seen. Unreadable entries count as their error.
+pub fn dir_digest(dir: &Path) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    let mut names: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(error) => {
+            hasher.update(error.to_string());
+            return hasher.finalize().into();
+        }
+    };
+    names.sort();
+    for path in names {
+        let hidden = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        if !hidden && path.is_file() {
+            hash_file(&mut hasher, &path);
+        }
+    }
+    hasher.finalize().into()
+}
+
+/// A digest of the names and contents of `files`.
+pub fn files_digest(files: &[PathBuf]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    files.iter().for_each(|f| hash_file(&mut hasher, f));
+    hasher.finalize().into()
+}
+
+fn hash_file(hasher: &mut Sha256, path: &Path) {
+    hasher.update(path.as_os_str().as_encoded_bytes());
+    match std::fs::read(path) {
+        Ok(bytes) => hasher.update(&bytes),
+        Err(error) => hasher.update(error.to_string()),
+    }
+}
+
+#[cfg(unix)]
+type Hangups = Option<tokio::signal::unix::Signal>;
+#[cfg(not(unix))]
+type Hangups = ();
+
+#[cfg(unix)]
+fn hangups() -> Hangups {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::hangup()) {
+        Ok(stream) => Some(stream),
+        Err(error) => {
+            tracing::warn!(%error, "Cannot listen for SIGHUP; reloads only on file changes");
+            None
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn hangups() -> Hangups {}
+
+#[cfg(unix)]
+async fn next_hangup(hangups: &mut Hangups) {
+    let received = match hangups {
+        Some(stream) => stream.recv().await.is_some(),
+        None => false,
+    };
+    if !received {
+        // No SIGHUP stream (or it ended): only file changes trigger reloads.
+        *hangups = None;
+        std::future::pending::<()>().await;
+    }
+}
+
+#[cfg(not(unix))]
+async fn next_hangup(_: &mut Hangups) {
+    std::future::pending().await
+}

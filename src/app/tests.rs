@@ -1,0 +1,119 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame};
+use http_body_util::{BodyExt, StreamBody};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::*;
+use crate::fairqueue::controller::FlowControl;
+use crate::proxy::BoxError;
+use crate::server::shutdown_channel;
+
+/// A body fed frame by frame through a channel.
+fn channel_body() -> (mpsc::Sender<Bytes>, crate::proxy::ProxyBody) {
+    let (tx, mut rx) = mpsc::channel::<Bytes>(4);
+    let stream = futures_util::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx)
+            .map(|chunk| chunk.map(|b| Ok::<_, BoxError>(Frame::data(b))))
+    });
+    (tx, StreamBody::new(stream).boxed_unsync())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_drainable_body_passes_frames_then_ends_cleanly_when_drained() {
+    let (tx, inner) = channel_body();
+    let (trigger, signal) = shutdown_channel();
+    let mut body = DrainableBody::wrap(inner, signal);
+    tx.send(Bytes::from_static(b"event")).await.expect("send");
+    let frame = body.frame().await.expect("a frame").expect("data");
+    assert_eq!(frame.into_data().ok(), Some(Bytes::from_static(b"event")));
+    trigger.trigger();
+    assert!(
+        body.frame().await.is_none(),
+        "the stream ends, without an error"
+    );
+    assert!(body.is_end_stream());
+    // The upstream side sees its receiver go away.
+    tx.closed().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_drainable_body_waits_while_not_drained() {
+    let (_tx, inner) = channel_body();
+    let (_trigger, signal) = shutdown_channel();
+    let mut body = DrainableBody::wrap(inner, signal);
+    let waited = tokio::time::timeout(Duration::from_secs(3600), body.frame()).await;
+    assert!(waited.is_err(), "an idle watch stays open");
+}
+
+#[test]
+fn dir_digest_sees_content_and_names_but_not_hidden_entries() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path();
+    std::fs::write(path.join("a.yaml"), "one").expect("write");
+    let first = dir_digest(path);
+    assert_eq!(dir_digest(path), first, "stable");
+    std::fs::write(path.join("..data"), "hidden").expect("write");
+    assert_eq!(dir_digest(path), first, "hidden entries do not count");
+    std::fs::write(path.join("a.yaml"), "two").expect("write");
+    let second = dir_digest(path);
+    assert_ne!(second, first, "same length, other content");
+    std::fs::rename(path.join("a.yaml"), path.join("b.yaml")).expect("rename");
+    assert_ne!(dir_digest(path), second, "renamed");
+    assert_ne!(dir_digest(&path.join("missing")), second);
+}
+
+#[test]
+fn files_digest_changes_with_any_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert, "cert").expect("write");
+    std::fs::write(&key, "key").expect("write");
+    let files = [cert.clone(), key.clone()];
+    let before = files_digest(&files);
+    std::fs::write(&key, "key2").expect("write");
+    assert_ne!(files_digest(&files), before);
+}
+
+#[tokio::test(start_paused = true)]
+async fn admin_paths_dump_every_level_and_refuse_unknown_paths() {
+    let config = crate::config::bootstrap();
+    let (fc, problems) = FlowControl::new(&config, 600, Instant::now()).expect("flow control");
+    assert!(problems.is_empty());
+    let metrics = crate::metrics::Metrics::new();
+    let paths = AdminPaths::new(Arc::clone(&metrics), Arc::new(fc));
+
+    let levels = paths.answer(&format!("{DEBUG_PREFIX}dump_priority_levels"), None);
+    assert_eq!(levels.status(), http::StatusCode::OK);
+    let text = levels.into_body().collect().await.expect("body").to_bytes();
+    let text = String::from_utf8_lossy(&text);
+    let names: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap_or(""))
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "sorted by name");
+    assert_eq!(names.len(), config.priority_levels().count());
+
+    let metrics_page = paths.answer("/metrics", None);
+    let content_type = metrics_page.headers().get(http::header::CONTENT_TYPE);
+    assert_eq!(
+        content_type.and_then(|v| v.to_str().ok()),
+        Some(crate::metrics::Metrics::content_type())
+    );
+    for unknown in [
+        "/",
+        "/debug/api_priority_and_fairness/dump_all",
+        "/debug/pprof",
+    ] {
+        assert_eq!(
+            paths.answer(unknown, None).status(),
+            http::StatusCode::NOT_FOUND
+        );
+    }
+}

@@ -1,0 +1,132 @@
+//! [`Metrics`] as the queue sets' [`AdmissionObserver`]: the per-FlowSchema queue and seat
+//! gauges, and the rejections nobody else sees (callers that go away while queued).
+//!
+//! Mirrors the `metrics.Add*`/`Observe*` calls in `queueset.go` (`enqueueToBoundLocked`,
+//! `removeQueueIndexLocked`/`dispatchLocked`, `finishRequestLocked`) and the cancellation branch of
+//! `apf_filter.go: Handle`, which the apiserver counts as a `time-out` rejection observed with
+//! `execute="true"` (the request got a queue slot).
+//!
+//! The same events move each level's timing-ratio gauges (`priority_level_request_utilization`
+//! for waiting requests, `priority_level_seat_utilization`, `demand_seats`), as the queue set's
+//! `reqsGaugePair`, `execSeatsGauge` and seat-demand gauge do.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::labels::{Phase, RejectReason, RequestKind};
+use super::{Metrics, PriorityLevelGauges};
+use crate::fairqueue::admission::AdmissionObserver;
+
+// === impl Metrics: per-level timing-ratio gauges ===
+
+impl Metrics {
+    /// The timing-ratio gauges of `priority_level`, made (at 0 / 1) on first use and kept, so
+    /// their histograms go on across reconfigurations.
+    pub fn level_gauges(&self, now: Instant, priority_level: &str) -> PriorityLevelGauges {
+        let mut levels = self.level_gauges.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(gauges) = levels.get(priority_level) {
+            return gauges.clone();
+        }
+        let gauges = self.priority_level_gauges(now, priority_level);
+        levels.insert(priority_level.to_owned(), gauges.clone());
+        gauges
+    }
+
+    /// A request of `verb` started (`delta = 1`) or ended (`-1`) its execution at `priority_level`
+    /// (`priority_level_request_utilization{phase="executing"}` and
+    /// `read_vs_write_current_requests{phase="executing"}`).
+    pub fn add_executing_ratio(&self, priority_level: &str, verb: &str, delta: i64) {
+        let now = Instant::now();
+        let gauges = self.level_gauges(now, priority_level);
+        gauges.requests_executing.add(now, delta as f64);
+        self.add_read_vs_write(now, Phase::Executing, RequestKind::of_verb(verb), delta);
+    }
+}
+
+impl AdmissionObserver for Metrics {
+    fn enqueued(&self, priority_level: &str, flow_schema: &str, seats: u32, queue_length: usize) {
+        self.add_inqueue(priority_level, flow_schema, 1, i64::from(seats));
+        self.observe_queue_length(priority_level, flow_schema, queue_length);
+        let now = Instant::now();
+        let gauges = self.level_gauges(now, priority_level);
+        gauges.requests_waiting.add(now, 1.0);
+        gauges.seat_demand.add(now, f64::from(seats));
+    }
+
+    fn dequeued(&self, priority_level: &str, flow_schema: &str, seats: u32, _dispatched: bool) {
+        self.add_inqueue(priority_level, flow_schema, -1, -i64::from(seats));
+        // A dispatched request's seats come back through `seats_changed`.
+        let now = Instant::now();
+        let gauges = self.level_gauges(now, priority_level);
+        gauges.requests_waiting.add(now, -1.0);
+        gauges.seat_demand.add(now, -f64::from(seats));
+    }
+
+    fn cancelled(&self, priority_level: &str, flow_schema: &str, waited: Duration) {
+        self.inc_rejected(priority_level, flow_schema, RejectReason::TimeOut);
+        self.observe_wait(priority_level, flow_schema, true, waited);
+    }
+
+    fn seats_changed(&self, priority_level: &str, flow_schema: &str, delta: i64) {
+        self.add_executing_seats(priority_level, flow_schema, delta);
+        let now = Instant::now();
+        let gauges = self.level_gauges(now, priority_level);
+        gauges.seats_executing.add(now, delta as f64);
+        gauges.seat_demand.add(now, delta as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::fairqueue::admission::AdmissionObserver;
+    use crate::metrics::Metrics;
+
+    fn value(text: &str, prefix: &str) -> Option<f64> {
+        let line = text.lines().find(|l| l.starts_with(prefix))?;
+        line.rsplit(' ').next()?.parse().ok()
+    }
+
+    const PL_FS: &str = r#"{flow_schema="fs",priority_level="pl"}"#;
+
+    #[tokio::test(start_paused = true)]
+    async fn queue_and_seat_events_move_the_flow_schema_gauges() {
+        let metrics = Metrics::new();
+        let observer: &dyn AdmissionObserver = metrics.as_ref();
+        observer.enqueued("pl", "fs", 2, 3);
+        let text = metrics.encode();
+        let fc = "apiserver_flowcontrol_";
+        let inqueue = format!("{fc}current_inqueue_requests{PL_FS}");
+        let inqueue_seats = format!("{fc}current_inqueue_seats{PL_FS}");
+        assert_eq!(value(&text, &inqueue), Some(1.0));
+        assert_eq!(value(&text, &inqueue_seats), Some(2.0));
+        let lengths = format!("{fc}request_queue_length_after_enqueue_sum{PL_FS}");
+        assert_eq!(value(&text, &lengths), Some(3.0));
+
+        observer.dequeued("pl", "fs", 2, true);
+        observer.seats_changed("pl", "fs", 2);
+        let text = metrics.encode();
+        assert_eq!(value(&text, &inqueue), Some(0.0));
+        assert_eq!(value(&text, &inqueue_seats), Some(0.0));
+        let seats = format!("{fc}current_executing_seats{PL_FS}");
+        assert_eq!(value(&text, &seats), Some(2.0));
+        observer.seats_changed("pl", "fs", -2);
+        assert_eq!(value(&metrics.encode(), &seats), Some(0.0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_waiter_is_a_time_out_rejection_that_got_a_queue_slot() {
+        let metrics = Metrics::new();
+        let observer: &dyn AdmissionObserver = metrics.as_ref();
+        observer.enqueued("pl", "fs", 1, 1);
+        observer.dequeued("pl", "fs", 1, false);
+        observer.cancelled("pl", "fs", Duration::from_millis(300));
+        let text = metrics.encode();
+        let rejected = r#"apiserver_flowcontrol_rejected_requests_total{flow_schema="fs",priority_level="pl",reason="time-out"}"#;
+        assert_eq!(value(&text, rejected), Some(1.0));
+        let waited = r#"apiserver_flowcontrol_request_wait_duration_seconds_sum{execute="true",flow_schema="fs",priority_level="pl"}"#;
+        assert_eq!(value(&text, waited), Some(0.3));
+    }
+}

@@ -1,0 +1,132 @@
+//! What the pipeline reports to [`Metrics`]: dispatches and executions, rejections, waits,
+//! upstream exchanges.
+//!
+//! Mirrors the metric calls of `pkg/server/filters/priority-and-fairness.go` and
+//! `apf_filter.go: Handle` (section (g) of the APF reference): every executed request counts as
+//! dispatched (exempt ones too); waits are observed for non-exempt requests only, with
+//! `execute="false"` just for rejections at arrival; a 429 also counts as dropped and as a
+//! termination.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::super::{ProxyError, UpstreamError};
+use crate::auth::Identity;
+use crate::fairqueue::admission::Rejection;
+use crate::fairqueue::queueset::RejectReason as QueueSetReject;
+use crate::fairqueue::work_estimate::WorkEstimator;
+use crate::fairqueue::WorkEstimate;
+use crate::metrics::{ExecutionType, Metrics, RejectReason, RequestKind, UpstreamOutcome};
+use crate::request_info::RequestInfo;
+use crate::server::debug_dump::RequestDetails;
+
+/// One request's execution as APF sees it: counted from dispatch until the value is dropped (a
+/// regular request: the end of its response body; a watch: its initialisation).
+pub(super) struct Execution {
+    metrics: Arc<Metrics>,
+    priority_level: Arc<str>,
+    flow_schema: Arc<str>,
+    kind: ExecutionType,
+    verb: String,
+    started: Instant,
+}
+
+impl Execution {
+    /// Counts a dispatch and one more executing request.
+    pub(super) fn start(
+        metrics: &Arc<Metrics>,
+        priority_level: &str,
+        flow_schema: &str,
+        verb: &str,
+    ) -> Execution {
+        metrics.inc_dispatched(priority_level, flow_schema);
+        metrics.add_executing_requests(priority_level, flow_schema, 1);
+        metrics.add_executing_ratio(priority_level, verb, 1);
+        Execution {
+            metrics: Arc::clone(metrics),
+            priority_level: Arc::from(priority_level),
+            flow_schema: Arc::from(flow_schema),
+            kind: ExecutionType::of_verb(verb),
+            verb: verb.to_owned(),
+            started: Instant::now(),
+        }
+    }
+}
+
+impl Drop for Execution {
+    fn drop(&mut self) {
+        let (pl, fs) = (&*self.priority_level, &*self.flow_schema);
+        self.metrics.add_executing_requests(pl, fs, -1);
+        self.metrics.add_executing_ratio(pl, &self.verb, -1);
+        self.metrics
+            .observe_execution(pl, fs, self.kind, self.started.elapsed());
+    }
+}
+
+/// A request's work estimate (`ObserveWorkEstimatedSeats`, exempt ones included) and, for a
+/// mutating request, the watches it will notify (`ObserveWatchCount`, as the mutating estimator
+/// reports it).
+pub(super) fn record_estimate(
+    metrics: &Metrics,
+    estimator: &WorkEstimator,
+    (priority_level, flow_schema): (&str, &str),
+    info: &RequestInfo,
+    estimate: &WorkEstimate,
+) {
+    metrics.observe_work_estimated_seats(priority_level, flow_schema, estimate.max_seats());
+    if matches!(info.verb.as_str(), "create" | "update" | "patch" | "delete") {
+        let watches = estimator.watches().interested_watch_count(info);
+        metrics.observe_watch_count(priority_level, flow_schema, watches);
+    }
+}
+
+/// A request was refused by flow control (answered 429).
+pub(super) fn record_rejection(
+    metrics: &Metrics,
+    flow_schema: &str,
+    verb: &str,
+    rejection: &Rejection,
+) {
+    let pl = &*rejection.priority_level;
+    let (reason, execute) = match rejection.reason {
+        QueueSetReject::QueueFull => (RejectReason::QueueFull, false),
+        QueueSetReject::ConcurrencyLimit => (RejectReason::ConcurrencyLimit, false),
+        QueueSetReject::TimeOut => (RejectReason::TimeOut, true),
+    };
+    metrics.inc_rejected(pl, flow_schema, reason);
+    metrics.observe_wait(pl, flow_schema, execute, rejection.waited);
+    metrics.record_dropped(RequestKind::of_verb(verb));
+}
+
+/// An upstream exchange ended with `result` after `latency` (errors that are not the upstream's,
+/// such as an unreadable request, are not counted).
+pub(super) fn record_upstream<T>(
+    metrics: &Metrics,
+    result: &Result<http::Response<T>, ProxyError>,
+    latency: Duration,
+) {
+    let outcome = match result {
+        Ok(response) => UpstreamOutcome::Status(response.status().as_u16()),
+        Err(ProxyError::Upstream(UpstreamError::Timeout { .. })) => UpstreamOutcome::Timeout,
+        Err(ProxyError::Upstream(_)) => UpstreamOutcome::Error,
+        Err(_) => return,
+    };
+    metrics.observe_upstream(outcome, latency);
+}
+
+/// The `dump_requests?includeRequestDetails=1` columns of a request.
+pub(super) fn request_details(identity: &Identity, info: &RequestInfo) -> Arc<RequestDetails> {
+    Arc::new(RequestDetails {
+        user_name: identity.user.clone(),
+        verb: info.verb.clone(),
+        path: info.path.clone(),
+        namespace: info.namespace.clone(),
+        name: info.name.clone(),
+        api_group: info.api_group.clone(),
+        api_version: info.api_version.clone(),
+        resource: info.resource.clone(),
+        subresource: info.subresource.clone(),
+    })
+}
