@@ -1,26 +1,8 @@
 //! The bounded label values, as enums so no caller spells one.
 
-/// Why API Priority and Fairness rejected a request (`reason` of `rejected_requests_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RejectReason {
-    /// The chosen queue was full (`queueLengthLimit`) or its level's waiting limit was reached.
-    QueueFull,
-    /// A level without queues (`limitResponse: Reject`) had no free seats.
-    ConcurrencyLimit,
-    /// The request waited in its queue past its deadline.
-    TimeOut,
-}
-
-impl RejectReason {
-    /// The label value the apiserver uses.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RejectReason::QueueFull => "queue-full",
-            RejectReason::ConcurrencyLimit => "concurrency-limit",
-            RejectReason::TimeOut => "time-out",
-        }
-    }
-}
+/// Why API Priority and Fairness rejected a request (`reason` of `rejected_requests_total`): the
+/// queue set's own reasons, whose `as_str` gives the apiserver's label values.
+pub use crate::fairqueue::queueset::RejectReason;
 
 /// The `type` label of `request_execution_seconds`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -67,7 +67,12 @@ async fn the_binary_logs_json_reloads_on_sighup_and_exits_0_on_sigterm() {
     let ca = TestCa::new("binary-ca");
     let (cert, key) = ca.server_cert().write(dir.path(), "serving");
     let child = Command::new(BINARY)
-        .args(["serve", "--log-format=json", "--bind-address=127.0.0.1"])
+        .args([
+            "serve",
+            "--log-format=json",
+            "-v=1",
+            "--bind-address=127.0.0.1",
+        ])
         .args(["--secure-port=0", "--admin-address=127.0.0.1:0"])
         .arg(format!("--upstream={}", fake.url))
         .arg(format!("--config-dir={}", config_dir.display()))

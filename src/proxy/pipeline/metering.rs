@@ -15,7 +15,6 @@ use tokio::time::Instant;
 use super::super::{ProxyError, UpstreamError};
 use crate::auth::Identity;
 use crate::fairqueue::admission::Rejection;
-use crate::fairqueue::queueset::RejectReason as QueueSetReject;
 use crate::fairqueue::work_estimate::WorkEstimator;
 use crate::fairqueue::WorkEstimate;
 use crate::metrics::{ExecutionType, Metrics, RejectReason, RequestKind, UpstreamOutcome};
@@ -90,10 +89,11 @@ pub(super) fn record_rejection(
     rejection: &Rejection,
 ) {
     let pl = &*rejection.priority_level;
-    let (reason, execute) = match rejection.reason {
-        QueueSetReject::QueueFull => (RejectReason::QueueFull, false),
-        QueueSetReject::ConcurrencyLimit => (RejectReason::ConcurrencyLimit, false),
-        QueueSetReject::TimeOut => (RejectReason::TimeOut, true),
+    let reason = rejection.reason;
+    // Only a request that timed out in its queue had "got a queue slot" (section g).
+    let execute = match reason {
+        RejectReason::QueueFull | RejectReason::ConcurrencyLimit => false,
+        RejectReason::TimeOut => true,
     };
     metrics.inc_rejected(pl, flow_schema, reason);
     metrics.observe_wait(pl, flow_schema, execute, rejection.waited);
