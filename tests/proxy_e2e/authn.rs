@@ -1,0 +1,241 @@
+//! Each authentication method and each identity-forwarding mode through the whole app, with the
+//! fake asserting which identity and credentials reached it.
+
+use bytes::Bytes;
+use http::{StatusCode, Version};
+
+use crate::assert_status;
+use crate::support::app::{request, AppBuilder, TestApp, STATIC_TOKEN};
+use crate::support::fake_apiserver::{FakeApiserver, Recorded};
+use crate::support::tls_world::{TlsWorld, GOOD_TOKEN, PROXY_TOKEN};
+
+const POD: &str = "/api/v1/namespaces/ns/pods/web";
+
+/// Every authenticator on, forwarding to a TLS fake that checks client certificates.
+async fn app_for(world: &TlsWorld, mode: &str) -> TestApp {
+    AppBuilder::for_world(world)
+        .client_ca()
+        .token_file()
+        .requestheader()
+        .flag("--authentication-token-webhook")
+        .flag(format!("--identity-forwarding={mode}"))
+        .start()
+        .await
+}
+
+/// The request with `headers` as `client` sends it; the fake's record of it.
+async fn get_as(
+    world: &TlsWorld,
+    app: &TestApp,
+    cert: Option<&crate::support::pki::Issued>,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+) -> Recorded {
+    let mut get = request("GET", POD, token, Bytes::new());
+    for (name, value) in headers {
+        get.headers_mut().append(
+            http::HeaderName::from_bytes(name.as_bytes()).expect("header name"),
+            value.parse().expect("header value"),
+        );
+    }
+    let response = app.client_with(cert, Version::HTTP_11).send(get).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    world.fake.last_request_to(POD)
+}
+
+fn impersonated(seen: &Recorded) -> (Vec<String>, Vec<String>, Vec<String>) {
+    (
+        seen.header_values("impersonate-user"),
+        seen.header_values("impersonate-uid"),
+        seen.header_values("impersonate-group"),
+    )
+}
+
+fn strings(values: &[&str]) -> Vec<String> {
+    values.iter().map(ToString::to_string).collect()
+}
+
+#[tokio::test]
+async fn client_certificate_identity_is_impersonated_with_the_proxy_credentials() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "impersonate").await;
+    let cert = app.user_cert("dave", Some("qa"));
+    let seen = get_as(&world, &app, Some(&cert), None, &[]).await;
+    assert_eq!(
+        impersonated(&seen),
+        (strings(&["dave"]), vec![], strings(&["qa"]))
+    );
+    assert_eq!(
+        seen.header_values("authorization"),
+        [format!("Bearer {PROXY_TOKEN}")]
+    );
+    assert!(
+        seen.peer_certificates.is_some(),
+        "the proxy's own certificate"
+    );
+}
+
+#[tokio::test]
+async fn client_certificate_identity_is_asserted_with_request_headers() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "requestheader").await;
+    let cert = app.user_cert("dave", Some("qa"));
+    let seen = get_as(&world, &app, Some(&cert), None, &[]).await;
+    assert_eq!(seen.header_values("x-remote-user"), ["dave"]);
+    assert_eq!(seen.header_values("x-remote-group"), ["qa"]);
+    assert!(seen.header_values("impersonate-user").is_empty());
+    assert!(
+        seen.peer_certificates.is_some(),
+        "the front-proxy certificate"
+    );
+}
+
+#[tokio::test]
+async fn static_token_users_are_impersonated() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "impersonate").await;
+    let seen = get_as(&world, &app, None, Some(STATIC_TOKEN), &[]).await;
+    assert_eq!(
+        impersonated(&seen),
+        (
+            strings(&["carol"]),
+            strings(&["carol-uid"]),
+            strings(&["ops", "dev"])
+        )
+    );
+    assert_eq!(
+        seen.header_values("authorization"),
+        [format!("Bearer {PROXY_TOKEN}")],
+        "the caller's token stays with the proxy"
+    );
+}
+
+#[tokio::test]
+async fn token_review_users_are_impersonated() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "impersonate").await;
+    let seen = get_as(&world, &app, None, Some(GOOD_TOKEN), &[]).await;
+    assert_eq!(
+        impersonated(&seen),
+        (strings(&["bob"]), strings(&["bob-uid"]), strings(&["team"]))
+    );
+    let reviews = world
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/apis/authentication.k8s.io/v1/tokenreviews")
+        .count();
+    assert_eq!(reviews, 1, "one TokenReview against the upstream");
+}
+
+#[tokio::test]
+async fn front_proxy_identity_headers_are_trusted_from_the_requestheader_ca() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "impersonate").await;
+    let front = app.front_proxy_cert();
+    let headers = [
+        ("x-remote-user", "erin"),
+        ("x-remote-group", "g1"),
+        ("x-remote-group", "g2"),
+    ];
+    let seen = get_as(&world, &app, Some(&front), None, &headers).await;
+    assert_eq!(
+        impersonated(&seen),
+        (strings(&["erin"]), vec![], strings(&["g1", "g2"]))
+    );
+    assert!(
+        seen.header_values("x-remote-user").is_empty(),
+        "the caller's X-Remote-* never goes upstream"
+    );
+}
+
+#[tokio::test]
+async fn anonymous_callers_are_forwarded_as_system_anonymous() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "impersonate").await;
+    let seen = get_as(&world, &app, None, None, &[]).await;
+    assert_eq!(
+        impersonated(&seen),
+        (strings(&["system:anonymous"]), vec![], vec![])
+    );
+}
+
+#[tokio::test]
+async fn passthrough_forwards_the_callers_token_and_nothing_else() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "passthrough").await;
+    let seen = get_as(&world, &app, None, Some(STATIC_TOKEN), &[]).await;
+    assert_eq!(
+        seen.header_values("authorization"),
+        [format!("Bearer {STATIC_TOKEN}")]
+    );
+    assert!(seen.peer_certificates.is_none());
+    assert!(seen.header_values("impersonate-user").is_empty());
+    assert!(seen.header_values("x-remote-user").is_empty());
+}
+
+#[tokio::test]
+async fn a_bad_token_gets_401_and_never_reaches_the_upstream() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "impersonate").await;
+    let response = app.client().get(POD, Some("not-a-token")).await;
+    assert_status(response, 401, "Unauthorized").await;
+    assert!(
+        world.fake.requests().iter().all(|r| r.path != POD),
+        "nothing but the TokenReview reaches the upstream"
+    );
+}
+
+#[tokio::test]
+async fn without_anonymous_auth_a_caller_without_credentials_gets_401() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url)
+        .token_file()
+        .flag("--anonymous-auth=false")
+        .start()
+        .await;
+    let response = app.client().get(POD, None).await;
+    assert_status(response, 401, "Unauthorized").await;
+    assert!(fake.requests().iter().all(|r| r.path != POD));
+}
+
+#[tokio::test]
+async fn forged_remote_headers_from_a_client_certificate_user_are_ignored_and_stripped() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "requestheader").await;
+    let cert = app.user_cert("dave", None);
+    let forged = [
+        ("x-remote-user", "system:admin"),
+        ("x-remote-group", "system:masters"),
+    ];
+    let seen = get_as(&world, &app, Some(&cert), None, &forged).await;
+    assert_eq!(seen.header_values("x-remote-user"), ["dave"]);
+    assert!(seen.header_values("x-remote-group").is_empty());
+}
+
+#[tokio::test]
+async fn forged_remote_headers_from_an_anonymous_caller_are_stripped_in_passthrough() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "passthrough").await;
+    let seen = get_as(
+        &world,
+        &app,
+        None,
+        None,
+        &[("x-remote-user", "system:admin")],
+    )
+    .await;
+    assert!(seen.header_values("x-remote-user").is_empty());
+}
+
+#[tokio::test]
+async fn a_callers_own_impersonation_is_refused_in_impersonate_mode() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "impersonate").await;
+    let mut get = request("GET", POD, Some(STATIC_TOKEN), Bytes::new());
+    get.headers_mut()
+        .insert("impersonate-user", "system:admin".parse().expect("value"));
+    let response = app.client().send(get).await;
+    assert_status(response, 403, "Forbidden").await;
+    assert!(world.fake.requests().iter().all(|r| r.path != POD));
+}

@@ -1,0 +1,71 @@
+//! Upstream failures through the whole app: down (503), slow (504 after --request-timeout), and a
+//! body broken off mid-stream; seats come back each time.
+
+use http::StatusCode;
+use http_body_util::BodyExt;
+
+use crate::support::app::{within, AppBuilder, TestApp};
+use crate::support::fake_apiserver::FakeApiserver;
+use crate::{assert_status, pf_headers};
+
+/// Every request of the default configuration's `global-default` level ends.
+async fn assert_no_seats_held(app: &TestApp) {
+    app.wait_level("global-default", "every seat is back", |s| {
+        s.waiting == 0 && s.executing == 0 && s.seats_in_use == 0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_upstream_that_is_down_gives_503() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", closed.local_addr().expect("addr"));
+    drop(closed);
+    let app = AppBuilder::new(&url).start().await;
+    let response = app
+        .client()
+        .get("/api/v1/namespaces/ns/pods/web", None)
+        .await;
+    assert!(
+        pf_headers(&response).0.is_some(),
+        "classified before forwarding"
+    );
+    assert_status(response, 503, "ServiceUnavailable").await;
+    assert_no_seats_held(&app).await;
+}
+
+#[tokio::test]
+async fn a_slow_upstream_gives_504_after_the_request_timeout() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url)
+        .flag("--request-timeout=300ms")
+        .start()
+        .await;
+    let started = tokio::time::Instant::now();
+    let response = app.client().get("/slow?sleep=4000", None).await;
+    let status = assert_status(response, 504, "Timeout").await;
+    assert!(status["message"].is_string());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "answered at the timeout, not when the upstream did"
+    );
+    assert_no_seats_held(&app).await;
+}
+
+#[tokio::test]
+async fn a_body_broken_off_upstream_aborts_the_callers_body() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let response = app.client().get("/reset", None).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    let first = within("first chunk", body.frame())
+        .await
+        .expect("a chunk")
+        .expect("ok");
+    assert_eq!(first.into_data().expect("data").as_ref(), b"{\"partial\":");
+    fake.break_stream();
+    let rest = within("the broken stream", body.collect()).await;
+    assert!(rest.is_err(), "the caller sees the stream abort");
+    assert_no_seats_held(&app).await;
+}

@@ -1,0 +1,225 @@
+//! Flow control in the request path, against the one-seat level of [`crate::TINY_LEVEL`]:
+//! 429 with `Retry-After` when the queue is full, queued callers that leave, exempt and
+//! long-running traffic beside a full level, and watches that give their seats back early.
+
+use bytes::Bytes;
+use http::StatusCode;
+use http_body_util::BodyExt;
+use tokio::task::JoinHandle;
+
+use crate::support::app::{eventually, request, within, AppBuilder, Conn, TestApp};
+use crate::support::fake_apiserver::FakeApiserver;
+use crate::{assert_status, body_bytes, pf_headers, uids, ONE_SEAT, TINY_LEVEL};
+
+const TINY: &str = "tiny";
+
+fn tenants() -> (Option<String>, Option<String>) {
+    uids("tenants-fs-uid", "tiny-pl-uid")
+}
+
+async fn tiny_app(fake: &FakeApiserver) -> TestApp {
+    AppBuilder::new(&fake.url)
+        .config(TINY_LEVEL)
+        .flag(ONE_SEAT[0])
+        .flag(ONE_SEAT[1])
+        .client_ca()
+        .start()
+        .await
+}
+
+/// Occupies the level's one seat with a `/hang` request the fake holds open; returns its task.
+async fn occupy(app: &TestApp, fake: &FakeApiserver) -> JoinHandle<(StatusCode, Bytes)> {
+    let client = app.client();
+    let task = tokio::spawn(async move {
+        let mut conn = client.connect().await;
+        let response = conn
+            .send_unbounded(request("GET", "/hang", None, Bytes::new()))
+            .await;
+        let status = response.status();
+        (status, body_bytes(response).await)
+    });
+    eventually("the /hang request reaches the fake", || {
+        fake.requests().iter().any(|r| r.path == "/hang")
+    })
+    .await;
+    assert_eq!(app.level(TINY).executing, 1);
+    task
+}
+
+/// Queues a GET behind the occupied seat on its own connection; returns the connection's task.
+async fn queue_one(app: &TestApp) -> JoinHandle<StatusCode> {
+    let client = app.client();
+    let task = tokio::spawn(async move {
+        let mut conn: Conn = client.connect().await;
+        let get = request(
+            "GET",
+            "/api/v1/namespaces/ns/pods/queued",
+            None,
+            Bytes::new(),
+        );
+        conn.send_unbounded(get).await.status()
+    });
+    app.wait_level(TINY, "a request waits", |s| s.waiting == 1)
+        .await;
+    task
+}
+
+async fn assert_drained(app: &TestApp) {
+    app.wait_level(TINY, "every seat is back", |s| {
+        s.waiting == 0 && s.executing == 0 && s.seats_in_use == 0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_full_queue_rejects_with_429_retry_after_and_a_status_body() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = tiny_app(&fake).await;
+    let hanging = occupy(&app, &fake).await;
+    let queued = queue_one(&app).await;
+
+    let response = app.client().get("/api/v1/namespaces/ns/pods/x", None).await;
+    assert_eq!(
+        pf_headers(&response),
+        tenants(),
+        "a rejection names its flow"
+    );
+    let retry_after: u64 = response.headers()["retry-after"]
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("seconds");
+    assert!(retry_after >= 1);
+    let status = assert_status(response, 429, "TooManyRequests").await;
+    assert_eq!(status["details"]["retryAfterSeconds"], retry_after);
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| r.path != "/api/v1/namespaces/ns/pods/x"),
+        "a rejected request never reaches the upstream"
+    );
+
+    fake.release_hanging();
+    let (status, body) = within("the held request ends", hanging)
+        .await
+        .expect("join");
+    assert_eq!((status, body.as_ref()), (StatusCode::OK, &b"released"[..]));
+    let status = within("the queued request is served", queued)
+        .await
+        .expect("join");
+    assert_eq!(status, StatusCode::OK);
+    assert_drained(&app).await;
+}
+
+#[tokio::test]
+async fn a_queued_request_whose_client_leaves_leaves_its_queue() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = tiny_app(&fake).await;
+    let hanging = occupy(&app, &fake).await;
+    let queued = queue_one(&app).await;
+
+    queued.abort();
+    app.wait_level(TINY, "the queue empties", |s| s.waiting == 0)
+        .await;
+    assert_eq!(app.level(TINY).executing, 1, "the held request still runs");
+
+    fake.release_hanging();
+    within("the held request ends", hanging)
+        .await
+        .expect("join");
+    assert_drained(&app).await;
+    assert!(
+        fake.requests().iter().all(|r| !r.path.ends_with("/queued")),
+        "the abandoned request never reaches the upstream"
+    );
+    // The seat is usable again.
+    let response = app.client().get("/api/v1/namespaces/ns/pods/y", None).await;
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn exempt_and_long_running_requests_pass_a_full_level() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = tiny_app(&fake).await;
+    let hanging = occupy(&app, &fake).await;
+    let queued = queue_one(&app).await;
+
+    let admin = app.user_cert("admin", Some("system:masters"));
+    let client = app.client_with(Some(&admin), http::Version::HTTP_11);
+    let response = client.get("/api/v1/namespaces/ns/pods/x", None).await;
+    assert_eq!(response.status(), StatusCode::OK, "exempt is never queued");
+    assert_eq!(
+        pf_headers(&response),
+        uids("exempt-fs-uid", "exempt-pl-uid")
+    );
+    body_bytes(response).await;
+
+    let mut exec = request(
+        "POST",
+        "/api/v1/namespaces/ns/pods/web/exec?command=sh",
+        None,
+        Bytes::new(),
+    );
+    exec.headers_mut()
+        .insert("connection", "Upgrade".parse().expect("v"));
+    exec.headers_mut()
+        .insert("upgrade", "SPDY/3.1".parse().expect("v"));
+    let response = app.client().send(exec).await;
+    assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
+    assert_eq!(
+        pf_headers(&response),
+        (None, None),
+        "exec bypasses flow control"
+    );
+    assert_eq!(app.level(TINY).waiting, 1, "the queued request still waits");
+
+    fake.release_hanging();
+    within("the held request ends", hanging)
+        .await
+        .expect("join");
+    within("the queued request is served", queued)
+        .await
+        .expect("join");
+    assert_drained(&app).await;
+}
+
+#[tokio::test]
+async fn a_watch_gives_its_seat_back_once_its_response_head_arrives() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = tiny_app(&fake).await;
+    let client = app.client();
+    let watch = tokio::spawn(async move {
+        client
+            .get("/api/v1/namespaces/ns/pods?watch=true", None)
+            .await
+    });
+    let events = within("the watch reaches the fake", fake.next_watch()).await;
+    let response = within("watch head", watch).await.expect("join");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(pf_headers(&response), tenants());
+    let mut body = response.into_body();
+
+    // The one seat is free while the watch streams on.
+    app.wait_level(TINY, "the watch's seat is back", |s| s.seats_in_use == 0)
+        .await;
+    let get = app.client().get("/api/v1/namespaces/ns/pods/x", None).await;
+    assert_eq!(get.status(), StatusCode::OK);
+    assert_eq!(pf_headers(&get), tenants());
+    body_bytes(get).await;
+
+    events
+        .send(Bytes::from_static(b"{\"type\":\"ADDED\"}\n"))
+        .await
+        .expect("send");
+    let frame = within("a watch event", body.frame())
+        .await
+        .expect("open")
+        .expect("frame");
+    assert_eq!(
+        frame.into_data().expect("data").as_ref(),
+        b"{\"type\":\"ADDED\"}\n"
+    );
+    drop(events);
+    assert!(within("end of the watch", body.frame()).await.is_none());
+    assert_drained(&app).await;
+}

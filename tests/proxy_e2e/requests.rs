@@ -1,0 +1,171 @@
+//! Plain API traffic through the whole app: get, list, create, watch, an upgraded exec stream,
+//! and client certificates over HTTP/1.1 and HTTP/2.
+
+use bytes::Bytes;
+use http::{StatusCode, Version};
+use http_body_util::BodyExt;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::app::{request, within, AppBuilder};
+use crate::support::fake_apiserver::FakeApiserver;
+use crate::{body_bytes, body_json, pf_headers};
+
+#[tokio::test]
+async fn get_and_list_reach_the_upstream_and_carry_flow_control_headers() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let client = app.client();
+
+    let response = client.get("/api/v1/namespaces/ns/pods/web", None).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let (fs, pl) = pf_headers(&response);
+    assert!(fs.is_some() && pl.is_some(), "APF headers on a proxied GET");
+    assert_eq!(body_json(response).await["metadata"]["name"], "web");
+
+    let response = client
+        .get("/api/v1/namespaces/ns/pods?limit=10", None)
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(pf_headers(&response).0.is_some());
+    let list = body_json(response).await;
+    assert_eq!(list["kind"], "PodList");
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(2));
+
+    let paths: Vec<String> = fake.requests().into_iter().map(|r| r.path).collect();
+    assert!(
+        paths.contains(&"/api/v1/namespaces/ns/pods/web".to_string()),
+        "{paths:?}"
+    );
+    assert!(
+        paths.contains(&"/api/v1/namespaces/ns/pods?limit=10".to_string()),
+        "{paths:?}"
+    );
+}
+
+#[tokio::test]
+async fn create_sends_the_body_upstream() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let pod = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"new"}}"#;
+    let mut post = request(
+        "POST",
+        "/api/v1/namespaces/ns/pods",
+        None,
+        Bytes::from_static(pod),
+    );
+    post.headers_mut()
+        .insert("content-type", "application/json".parse().expect("value"));
+    let response = app.client().send(post).await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert!(pf_headers(&response).0.is_some());
+    assert_eq!(
+        body_bytes(response).await.as_ref(),
+        pod,
+        "the fake echoes what arrived"
+    );
+    let seen = fake.last_request_to("/api/v1/namespaces/ns/pods");
+    assert_eq!(seen.method, http::Method::POST);
+    assert_eq!(seen.header_values("content-type"), ["application/json"]);
+}
+
+#[tokio::test]
+async fn watch_events_arrive_before_the_stream_ends() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let client = app.client();
+    let watch = tokio::spawn(async move {
+        client
+            .get("/api/v1/namespaces/ns/pods?watch=true", None)
+            .await
+    });
+    let events = within("the watch reaches the fake", fake.next_watch()).await;
+    let response = within("watch head", watch).await.expect("join");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(
+        pf_headers(&response).0.is_some(),
+        "a watch is flow-controlled"
+    );
+    let mut body = response.into_body();
+    for n in 0..3 {
+        let event = format!("{{\"type\":\"ADDED\",\"object\":{{\"n\":{n}}}}}\n");
+        events.send(Bytes::from(event.clone())).await.expect("send");
+        let frame = within("a watch event", body.frame())
+            .await
+            .expect("stream still open")
+            .expect("frame");
+        assert_eq!(frame.into_data().expect("data").as_ref(), event.as_bytes());
+    }
+    drop(events);
+    let end = within("end of the watch", body.frame()).await;
+    assert!(end.is_none(), "the watch ends when the upstream ends it");
+}
+
+#[tokio::test]
+async fn exec_upgrades_and_streams_both_ways() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let mut exec = request(
+        "POST",
+        "/api/v1/namespaces/ns/pods/web/exec?command=sh&stdin=true",
+        None,
+        Bytes::new(),
+    );
+    let headers = exec.headers_mut();
+    headers.insert("connection", "Upgrade".parse().expect("value"));
+    headers.insert("upgrade", "SPDY/3.1".parse().expect("value"));
+    headers.insert(
+        "x-stream-protocol-version",
+        "v4.channel.k8s.io".parse().expect("value"),
+    );
+    let mut response = app.client().send(exec).await;
+    assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
+    assert_eq!(response.headers()["upgrade"], "SPDY/3.1");
+    assert_eq!(
+        pf_headers(&response),
+        (None, None),
+        "exec bypasses flow control"
+    );
+    let upgraded = within("upgrade", hyper::upgrade::on(&mut response))
+        .await
+        .expect("upgraded");
+    let mut io = TokioIo::new(upgraded);
+    for chunk in [&b"hello"[..], b"world"] {
+        within("write", io.write_all(chunk)).await.expect("write");
+        let mut echoed = vec![0; chunk.len()];
+        within("echo", io.read_exact(&mut echoed))
+            .await
+            .expect("read");
+        assert_eq!(echoed, chunk);
+    }
+}
+
+#[tokio::test]
+async fn client_certificates_authenticate_over_http1_and_http2() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url)
+        .client_ca()
+        .upstream_token("proxy-token")
+        .flag("--identity-forwarding=impersonate")
+        .start()
+        .await;
+    let cert = app.user_cert("dave", Some("qa"));
+    for version in [Version::HTTP_11, Version::HTTP_2] {
+        let client = app.client_with(Some(&cert), version);
+        let response = client.get("/api/v1/namespaces/ns/pods/web", None).await;
+        assert_eq!(response.status(), StatusCode::OK, "{version:?}");
+        assert_eq!(response.version(), version, "ALPN picks the protocol");
+        let seen = fake.last_request_to("/api/v1/namespaces/ns/pods/web");
+        assert_eq!(
+            seen.header_values("impersonate-user"),
+            ["dave"],
+            "{version:?}"
+        );
+        // The upstream adds `system:authenticated` to impersonated users itself.
+        assert_eq!(
+            seen.header_values("impersonate-group"),
+            ["qa"],
+            "{version:?}"
+        );
+    }
+}
