@@ -223,3 +223,131 @@ async fn a_watch_gives_its_seat_back_once_its_response_head_arrives() {
     assert!(within("end of the watch", body.frame()).await.is_none());
     assert_drained(&app).await;
 }
+
+#[tokio::test]
+async fn a_queued_http2_stream_that_is_reset_leaves_its_queue() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = tiny_app(&fake).await;
+    let hanging = occupy(&app, &fake).await;
+    let conn = app.client_with(None, http::Version::HTTP_2).connect().await;
+    let queued = conn.spawn_h2(request(
+        "GET",
+        "/api/v1/namespaces/ns/pods/queued",
+        None,
+        Bytes::new(),
+    ));
+    app.wait_level(TINY, "a request waits", |s| s.waiting == 1)
+        .await;
+
+    queued.abort();
+    app.wait_level(TINY, "the queue empties", |s| s.waiting == 0)
+        .await;
+    // The connection is still usable: its next stream waits for the seat and gets it.
+    let next = conn.spawn_h2(request(
+        "GET",
+        "/api/v1/namespaces/ns/pods/next",
+        None,
+        Bytes::new(),
+    ));
+    app.wait_level(TINY, "the next stream waits", |s| s.waiting == 1)
+        .await;
+    fake.release_hanging();
+    within("the held request ends", hanging)
+        .await
+        .expect("join");
+    let response = within("the next stream is served", next)
+        .await
+        .expect("join");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_drained(&app).await;
+    assert!(fake.requests().iter().all(|r| !r.path.ends_with("/queued")));
+}
+
+#[tokio::test]
+async fn a_request_that_waits_past_its_queue_wait_limit_gets_429() {
+    let fake = FakeApiserver::start_plain().await;
+    // A quarter of the request timeout: 500 ms in the queue at most.
+    let app = AppBuilder::new(&fake.url)
+        .config(TINY_LEVEL)
+        .flag(ONE_SEAT[0])
+        .flag(ONE_SEAT[1])
+        .flag("--request-timeout=2s")
+        .start()
+        .await;
+    let hanging = occupy(&app, &fake).await;
+    let started = tokio::time::Instant::now();
+    let response = app.client().get("/api/v1/namespaces/ns/pods/x", None).await;
+    let waited = started.elapsed();
+    assert!(response.headers().contains_key("retry-after"));
+    assert_eq!(pf_headers(&response), tenants());
+    assert_status(response, 429, "TooManyRequests").await;
+    assert!(
+        waited >= std::time::Duration::from_millis(450),
+        "it waited in the queue first ({waited:?})"
+    );
+    fake.release_hanging();
+    within("the held request ends", hanging)
+        .await
+        .expect("join");
+    assert_drained(&app).await;
+}
+
+/// Starts a non-long-running streamed GET (`/stream`) that holds the level's seat while its body
+/// streams; returns the events sender and the response.
+async fn streaming(
+    app: &TestApp,
+    fake: &FakeApiserver,
+) -> (
+    tokio::sync::mpsc::Sender<Bytes>,
+    Conn,
+    hyper::body::Incoming,
+) {
+    let mut conn = app.client().connect().await;
+    let send = conn.send(request("GET", "/stream", None, Bytes::new()));
+    let (events, response) = tokio::join!(fake.next_watch(), send);
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(pf_headers(&response), tenants());
+    (events, conn, response.into_body())
+}
+
+#[tokio::test]
+async fn a_streamed_response_holds_its_seat_until_the_caller_goes_away() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = tiny_app(&fake).await;
+    let (events, conn, mut body) = streaming(&app, &fake).await;
+    events
+        .send(Bytes::from_static(b"chunk"))
+        .await
+        .expect("send");
+    within("a chunk", body.frame())
+        .await
+        .expect("open")
+        .expect("frame");
+    assert_eq!(
+        app.level(TINY).seats_in_use,
+        1,
+        "the seat is held while the body streams"
+    );
+
+    drop(body);
+    drop(conn);
+    assert_drained(&app).await;
+    drop(events);
+}
+
+#[tokio::test]
+async fn a_streamed_response_ends_with_an_error_at_the_request_timeout_and_frees_its_seat() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url)
+        .config(TINY_LEVEL)
+        .flag(ONE_SEAT[0])
+        .flag(ONE_SEAT[1])
+        .flag("--request-timeout=500ms")
+        .start()
+        .await;
+    let (events, _conn, body) = streaming(&app, &fake).await;
+    let rest = within("the deadline", body.collect()).await;
+    assert!(rest.is_err(), "the body is cut off at the deadline");
+    assert_drained(&app).await;
+    drop(events);
+}

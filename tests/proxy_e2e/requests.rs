@@ -169,3 +169,18 @@ async fn client_certificates_authenticate_over_http1_and_http2() {
         );
     }
 }
+
+#[tokio::test]
+async fn every_path_is_proxied_including_the_upstreams_health_endpoints() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    for path in ["/healthz", "/version", "/apis"] {
+        let response = app.client().get(path, None).await;
+        assert!(
+            pf_headers(&response).0.is_some(),
+            "{path} is flow-controlled"
+        );
+        body_bytes(response).await;
+        fake.last_request_to(path);
+    }
+}

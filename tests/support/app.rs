@@ -394,6 +394,25 @@ impl Conn {
         }
     }
 
+    /// Sends `request` on this HTTP/2 connection from a task of its own; aborting the task
+    /// resets the stream and leaves the connection open.
+    pub fn spawn_h2(&self, mut request: Request<TestBody>) -> JoinHandle<Response<Incoming>> {
+        let Sender::H2(sender) = &self.sender else {
+            panic!("spawn_h2 needs an HTTP/2 connection");
+        };
+        let mut sender = sender.clone();
+        let path = request
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string();
+        *request.uri_mut() = format!("https://localhost{path}").parse().expect("uri");
+        tokio::spawn(async move {
+            sender.ready().await.expect("h2 ready");
+            sender.send_request(request).await.expect("h2 response")
+        })
+    }
+
     /// Lets the connection live on its own until its responses are read or dropped.
     fn detach(mut self) {
         self.task = None;
