@@ -198,6 +198,8 @@ struct IdentityHeaderNames {
     group: &'static HeaderName,
     uid: &'static HeaderName,
     extra_prefix: &'static str,
+    /// Groups the upstream adds itself, left out so that the proxy needs no right to them.
+    implied_groups: &'static [&'static str],
 }
 
 static IMPERSONATE_NAMES: IdentityHeaderNames = IdentityHeaderNames {
@@ -205,6 +207,9 @@ static IMPERSONATE_NAMES: IdentityHeaderNames = IdentityHeaderNames {
     group: &IMPERSONATE_GROUP,
     uid: &IMPERSONATE_UID,
     extra_prefix: "impersonate-extra-",
+    // Impersonation adds `system:authenticated` to every user but `system:anonymous`, and
+    // `system:unauthenticated` to `system:anonymous` (`impersonation.go`).
+    implied_groups: &[AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP],
 };
 
 static REQUESTHEADER_NAMES: IdentityHeaderNames = IdentityHeaderNames {
@@ -212,11 +217,13 @@ static REQUESTHEADER_NAMES: IdentityHeaderNames = IdentityHeaderNames {
     group: &X_REMOTE_GROUP,
     uid: &X_REMOTE_UID,
     extra_prefix: "x-remote-extra-",
+    // `AuthenticatedGroupAdder` adds `system:authenticated` after the requestheader
+    // authenticator, but nothing for `system:anonymous`: its `system:unauthenticated` is sent.
+    implied_groups: &[AUTHENTICATED_GROUP],
 };
 
-/// Adds the identity headers. `system:authenticated` and `system:unauthenticated` are left out:
-/// the apiserver adds them itself (impersonation and `AuthenticatedGroupAdder`), and sending them
-/// would need the right to impersonate those groups. Values that cannot be header values (control
+/// Adds the identity headers. Groups the apiserver adds itself (`implied_groups`) are left out:
+/// sending them would need the right to impersonate those groups. Values that cannot be header values (control
 /// characters) are dropped: they cannot come from a valid credential.
 fn add_identity(headers: &mut HeaderMap, identity: &Identity, names: &IdentityHeaderNames) {
     if let Ok(user) = HeaderValue::from_str(&identity.user) {
@@ -230,7 +237,7 @@ fn add_identity(headers: &mut HeaderMap, identity: &Identity, names: &IdentityHe
     let groups = identity
         .groups
         .iter()
-        .filter(|g| *g != AUTHENTICATED_GROUP && *g != UNAUTHENTICATED_GROUP);
+        .filter(|g| !names.implied_groups.contains(&g.as_str()));
     for group in groups {
         if let Ok(value) = HeaderValue::from_str(group) {
             headers.append(names.group.clone(), value);

@@ -239,3 +239,17 @@ async fn a_callers_own_impersonation_is_refused_in_impersonate_mode() {
     assert_status(response, 403, "Forbidden").await;
     assert!(world.fake.requests().iter().all(|r| r.path != POD));
 }
+
+#[tokio::test]
+async fn anonymous_callers_keep_system_unauthenticated_in_requestheader_mode() {
+    // The upstream's AuthenticatedGroupAdder adds nothing for system:anonymous, so without the
+    // group the caller would lose what RBAC grants system:unauthenticated (discovery, /healthz).
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "requestheader").await;
+    let seen = get_as(&world, &app, None, None, &[]).await;
+    assert_eq!(seen.header_values("x-remote-user"), ["system:anonymous"]);
+    assert_eq!(
+        seen.header_values("x-remote-group"),
+        ["system:unauthenticated"]
+    );
+}

@@ -174,6 +174,22 @@ fn anonymous_identity_sends_no_groups_and_no_uid() {
 }
 
 #[test]
+fn anonymous_identity_keeps_system_unauthenticated_in_requestheader_mode() {
+    let mut map = HeaderMap::new();
+    prepare_request_headers(
+        &mut map,
+        IdentityForwarding::Requestheader,
+        &Identity::anonymous(),
+        &ForgeableHeaders::default(),
+        None,
+        false,
+    );
+    assert_eq!(values(&map, "x-remote-user"), ["system:anonymous"]);
+    assert_eq!(values(&map, "x-remote-group"), ["system:unauthenticated"]);
+    assert!(!map.contains_key("x-remote-uid"));
+}
+
+#[test]
 fn strips_hop_by_hop_headers_and_those_connection_names() {
     let mut map = headers(&[
         ("connection", "keep-alive, x-private"),
