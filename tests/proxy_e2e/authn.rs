@@ -253,3 +253,19 @@ async fn anonymous_callers_keep_system_unauthenticated_in_requestheader_mode() {
         ["system:unauthenticated"]
     );
 }
+
+#[tokio::test]
+#[ignore = "the server refuses unknown-CA client certificates at the TLS handshake (tests/server/tls.rs pins it); the apiserver only requests certificates there and lets its authenticators decide"]
+async fn a_client_certificate_from_an_unknown_ca_is_left_to_the_authenticators() {
+    // The apiserver: the x509 authenticator rejects the chain (401, never anonymous), unless
+    // another credential on the request authenticates (the union's first success wins).
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "impersonate").await;
+    let stranger = crate::support::pki::TestCa::new("stranger-ca").client_cert("mallory", None);
+    let client = app.client_with(Some(&stranger), Version::HTTP_11);
+    let response = client.get(POD, None).await;
+    assert_status(response, 401, "Unauthorized").await;
+    assert!(world.fake.requests().iter().all(|r| r.path != POD));
+    let seen = get_as(&world, &app, Some(&stranger), Some(STATIC_TOKEN), &[]).await;
+    assert_eq!(seen.header_values("impersonate-user"), ["carol"]);
+}

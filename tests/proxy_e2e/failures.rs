@@ -69,3 +69,49 @@ async fn a_body_broken_off_upstream_aborts_the_callers_body() {
     assert!(rest.is_err(), "the caller sees the stream abort");
     assert_no_seats_held(&app).await;
 }
+
+#[tokio::test]
+async fn a_shorter_timeout_parameter_wins_over_the_request_timeout() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let started = tokio::time::Instant::now();
+    let response = app
+        .client()
+        .get(
+            "/api/v1/namespaces/ns/pods?timeout=300ms&labelSelector=app",
+            None,
+        )
+        .await;
+    // The fake answers lists at once; /slow shows the deadline.
+    assert_eq!(response.status(), StatusCode::OK);
+    let response = app
+        .client()
+        .get("/slow?sleep=4000&timeout=300ms", None)
+        .await;
+    assert_status(response, 504, "Timeout").await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    assert_no_seats_held(&app).await;
+}
+
+#[tokio::test]
+async fn a_malformed_target_gets_400_and_never_reaches_the_upstream() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let response = app.client().get("/api/v1/namespaces/%zz/pods", None).await;
+    assert_status(response, 400, "BadRequest").await;
+    assert!(fake.requests().iter().all(|r| !r.path.contains("%zz")));
+}
+
+#[tokio::test]
+async fn a_watch_to_an_upstream_that_is_down_gives_503_and_its_seat_back() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", closed.local_addr().expect("addr"));
+    drop(closed);
+    let app = AppBuilder::new(&url).start().await;
+    let response = app
+        .client()
+        .get("/api/v1/namespaces/ns/pods?watch=true", None)
+        .await;
+    assert_status(response, 503, "ServiceUnavailable").await;
+    assert_no_seats_held(&app).await;
+}

@@ -351,3 +351,38 @@ async fn a_streamed_response_ends_with_an_error_at_the_request_timeout_and_frees
     assert_drained(&app).await;
     drop(events);
 }
+
+#[tokio::test]
+async fn exempt_requests_are_counted_while_they_run() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = tiny_app(&fake).await;
+    let admin = app.user_cert("admin", Some("system:masters"));
+    let client = app.client_with(Some(&admin), http::Version::HTTP_2);
+    let held = tokio::spawn(async move {
+        let mut conn = client.connect().await;
+        let response = conn
+            .send_unbounded(request("GET", "/hang", None, Bytes::new()))
+            .await;
+        (pf_headers(&response), body_bytes(response).await)
+    });
+    app.wait_level("exempt", "the exempt request is counted", |s| {
+        s.executing == 1
+    })
+    .await;
+    assert_eq!(app.level("exempt").waiting, 0);
+    assert_eq!(
+        app.level(TINY).executing,
+        0,
+        "exempt traffic takes no seat of tiny"
+    );
+    eventually("the /hang request reaches the fake", || {
+        fake.requests().iter().any(|r| r.path == "/hang")
+    })
+    .await;
+    fake.release_hanging();
+    let (headers, body) = within("the exempt request ends", held).await.expect("join");
+    assert_eq!(headers, uids("exempt-fs-uid", "exempt-pl-uid"));
+    assert_eq!(body.as_ref(), b"released");
+    app.wait_level("exempt", "the exempt request is done", |s| s.executing == 0)
+        .await;
+}

@@ -184,3 +184,47 @@ async fn every_path_is_proxied_including_the_upstreams_health_endpoints() {
         fake.last_request_to(path);
     }
 }
+
+#[tokio::test]
+async fn a_watch_streams_over_http2() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let conn = app.client_with(None, Version::HTTP_2).connect().await;
+    let watch = conn.spawn_h2(request(
+        "GET",
+        "/api/v1/namespaces/ns/pods?watch=true",
+        None,
+        Bytes::new(),
+    ));
+    let events = within("the watch reaches the fake", fake.next_watch()).await;
+    let response = within("watch head", watch).await.expect("join");
+    assert_eq!(response.version(), Version::HTTP_2);
+    let mut body = response.into_body();
+    // A second stream on the same connection is served while the watch is open.
+    let get = conn.spawn_h2(request(
+        "GET",
+        "/api/v1/namespaces/ns/pods/web",
+        None,
+        Bytes::new(),
+    ));
+    let get = within("a GET beside the watch", get).await.expect("join");
+    assert_eq!(get.status(), StatusCode::OK);
+    events
+        .send(Bytes::from_static(b"{\"type\":\"DELETED\"}\n"))
+        .await
+        .expect("send");
+    let frame = within("a watch event", body.frame())
+        .await
+        .expect("open")
+        .expect("frame");
+    assert_eq!(
+        frame.into_data().expect("data").as_ref(),
+        b"{\"type\":\"DELETED\"}\n"
+    );
+    drop(events);
+    // HTTP/2 may close the stream with an empty DATA frame: the rest is empty and ends.
+    let rest = within("end of the watch", body.collect())
+        .await
+        .expect("clean end");
+    assert!(rest.to_bytes().is_empty());
+}
