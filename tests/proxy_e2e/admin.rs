@@ -3,7 +3,9 @@
 
 use http::StatusCode;
 
-use crate::support::app::{within, AppBuilder};
+use bytes::Bytes;
+
+use crate::support::app::{eventually, request, within, AppBuilder, TestApp};
 use crate::support::fake_apiserver::FakeApiserver;
 use crate::support::{http1_client, read_body};
 
@@ -83,4 +85,40 @@ async fn shutdown_stops_both_listeners() {
             "{addr} no longer accepts"
         );
     }
+}
+
+#[tokio::test]
+async fn shutdown_lets_an_in_flight_request_finish() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url)
+        .flag("--shutdown-grace-period=3s")
+        .start()
+        .await;
+    let secure = app.app.running().secure_addr();
+    let client = app.client();
+    let held = tokio::spawn(async move {
+        let mut conn = client.connect().await;
+        let response = conn
+            .send_unbounded(request("GET", "/hang", None, Bytes::new()))
+            .await;
+        (response.status(), crate::body_bytes(response).await)
+    });
+    eventually("the /hang request reaches the fake", || {
+        fake.requests().iter().any(|r| r.path == "/hang")
+    })
+    .await;
+    let TestApp { app, .. } = app;
+    let shutdown = tokio::spawn(app.shutdown());
+    within("the listener closes", async {
+        while tokio::net::TcpStream::connect(secure).await.is_ok() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    fake.release_hanging();
+    let (status, body) = within("the in-flight request ends", held)
+        .await
+        .expect("join");
+    assert_eq!((status, body.as_ref()), (StatusCode::OK, &b"released"[..]));
+    within("shutdown completes", shutdown).await.expect("join");
 }

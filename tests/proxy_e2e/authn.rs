@@ -69,6 +69,13 @@ async fn client_certificate_identity_is_impersonated_with_the_proxy_credentials(
         seen.header_values("authorization"),
         [format!("Bearer {PROXY_TOKEN}")]
     );
+    // The x509 authenticator's credential id travels as an extra, as the apiserver records it.
+    let credential =
+        seen.header_values("impersonate-extra-authentication.kubernetes.io%2fcredential-id");
+    assert!(
+        matches!(credential.as_slice(), [id] if id.starts_with("X509SHA256=")),
+        "{credential:?}"
+    );
     assert!(
         seen.peer_certificates.is_some(),
         "the proxy's own certificate"
@@ -137,12 +144,14 @@ async fn front_proxy_identity_headers_are_trusted_from_the_requestheader_ca() {
         ("x-remote-user", "erin"),
         ("x-remote-group", "g1"),
         ("x-remote-group", "g2"),
+        ("x-remote-extra-scopes", "view"),
     ];
     let seen = get_as(&world, &app, Some(&front), None, &headers).await;
     assert_eq!(
         impersonated(&seen),
         (strings(&["erin"]), vec![], strings(&["g1", "g2"]))
     );
+    assert_eq!(seen.header_values("impersonate-extra-scopes"), ["view"]);
     assert!(
         seen.header_values("x-remote-user").is_empty(),
         "the caller's X-Remote-* never goes upstream"

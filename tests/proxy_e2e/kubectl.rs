@@ -107,3 +107,35 @@ async fn kubectl_with_a_token_gets_pods() {
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains('a') && table.contains('b'), "{table}");
 }
+
+#[tokio::test]
+async fn kubectl_receives_a_watch_through_the_app() {
+    let Some((fake, app)) = setup().await else {
+        return;
+    };
+    let config = kubeconfig(&app, "carol", &format!("    token: {STATIC_TOKEN}\n"));
+    let run = tokio::spawn(async move {
+        kubectl(
+            &config,
+            &["get", "--raw", "/api/v1/namespaces/ns/pods?watch=true"],
+        )
+        .await
+    });
+    let events = crate::support::app::within("kubectl's watch", fake.next_watch()).await;
+    for n in 0..3 {
+        let event = format!("{{\"type\":\"ADDED\",\"object\":{{\"n\":{n}}}}}\n");
+        events.send(bytes::Bytes::from(event)).await.expect("send");
+    }
+    drop(events);
+    let out = run.await.expect("join");
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("event json"))
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[2]["object"]["n"], 2);
+    app.wait_level("global-default", "the watch's seat is back", |s| {
+        s.seats_in_use == 0 && s.executing == 0
+    })
+    .await;
+}
