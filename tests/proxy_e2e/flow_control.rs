@@ -304,7 +304,8 @@ async fn streaming(
 ) {
     let mut conn = app.client().connect().await;
     let send = conn.send(request("GET", "/stream", None, Bytes::new()));
-    let (events, response) = tokio::join!(fake.next_watch(), send);
+    let (events, response) =
+        within("stream", async { tokio::join!(fake.next_watch(), send) }).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(pf_headers(&response), tenants());
     (events, conn, response.into_body())

@@ -228,3 +228,33 @@ async fn a_watch_streams_over_http2() {
         .expect("clean end");
     assert!(rest.to_bytes().is_empty());
 }
+
+#[tokio::test]
+async fn an_open_watch_is_tracked_for_mutating_estimates_until_its_caller_leaves() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let create = kube_apf_proxy::request_info::parse("POST", "/api/v1/namespaces/ns/pods")
+        .expect("request info");
+    let watchers = || {
+        app.app
+            .proxy()
+            .estimator()
+            .watches()
+            .interested_watch_count(&create)
+    };
+    let mut conn = app.client().connect().await;
+    let get = conn.send(request(
+        "GET",
+        "/api/v1/namespaces/ns/pods?watch=true",
+        None,
+        Bytes::new(),
+    ));
+    let (events, response) = within("watch", async { tokio::join!(fake.next_watch(), get) }).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(watchers(), 1, "a create in ns would notify the open watch");
+
+    drop(response);
+    drop(conn);
+    crate::support::app::eventually("the watch is forgotten", || watchers() == 0).await;
+    drop(events);
+}
