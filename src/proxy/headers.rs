@@ -30,7 +30,9 @@ use http::header::{
 };
 use http::HeaderMap;
 
-use crate::auth::{Identity, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP};
+use crate::auth::{
+    strip_websocket_bearer_protocol, Identity, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP,
+};
 
 /// How the caller's identity reaches the upstream (`--identity-forwarding`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -150,7 +152,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
 
 /// Prepares a caller's request headers for the upstream in `mode`: strips hop-by-hop headers,
 /// forged identity headers, `Host` (the client sets the upstream's), and in `impersonate` and
-/// `requestheader` modes the caller's `Authorization`; then adds the identity headers of `mode`
+/// `requestheader` modes the caller's `Authorization` and WebSocket token subprotocol; then adds the identity headers of `mode`
 /// and appends `peer` to `X-Forwarded-For`.
 ///
 /// The caller must already have refused `Impersonate-*` headers in `impersonate` mode (see the
@@ -180,17 +182,25 @@ pub fn prepare_request_headers(
     match mode {
         IdentityForwarding::Passthrough => {}
         IdentityForwarding::Impersonate => {
-            headers.remove(AUTHORIZATION);
+            remove_caller_credentials(headers);
             add_identity(headers, identity, &IMPERSONATE_NAMES);
         }
         IdentityForwarding::Requestheader => {
-            headers.remove(AUTHORIZATION);
+            remove_caller_credentials(headers);
             add_identity(headers, identity, &REQUESTHEADER_NAMES);
         }
     }
     if let Some(ip) = peer {
         append_forwarded_for(headers, ip);
     }
+}
+
+/// Removes the caller's bearer token, from `Authorization` and from a WebSocket's
+/// `Sec-WebSocket-Protocol` (where kubectl ≥ 1.30 puts it for exec and attach); it stays with the
+/// proxy when the proxy speaks for the caller.
+fn remove_caller_credentials(headers: &mut HeaderMap) {
+    headers.remove(AUTHORIZATION);
+    strip_websocket_bearer_protocol(headers);
 }
 
 struct IdentityHeaderNames {

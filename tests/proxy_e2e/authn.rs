@@ -278,3 +278,63 @@ async fn a_client_certificate_from_an_unknown_ca_is_left_to_the_authenticators()
     let seen = get_as(&world, &app, Some(&stranger), Some(STATIC_TOKEN), &[]).await;
     assert_eq!(seen.header_values("impersonate-user"), ["carol"]);
 }
+
+/// A WebSocket exec (kubectl ≥ 1.30) carrying its token as a subprotocol.
+fn websocket_exec(token: &str) -> http::Request<crate::support::TestBody> {
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token);
+    let mut exec = request(
+        "GET",
+        "/api/v1/namespaces/ns/pods/web/exec?command=sh&stdout=true",
+        None,
+        Bytes::new(),
+    );
+    let headers = exec.headers_mut();
+    headers.insert("connection", "Upgrade".parse().expect("value"));
+    headers.insert("upgrade", "websocket".parse().expect("value"));
+    headers.insert("sec-websocket-version", "13".parse().expect("value"));
+    headers.insert(
+        "sec-websocket-key",
+        "dGhlIHNhbXBsZSBub25jZQ==".parse().expect("value"),
+    );
+    headers.insert(
+        "sec-websocket-protocol",
+        format!("base64url.bearer.authorization.k8s.io.{encoded}, v5.channel.k8s.io")
+            .parse()
+            .expect("value"),
+    );
+    exec
+}
+
+#[tokio::test]
+async fn a_websocket_token_authenticates_and_stays_with_the_proxy_in_impersonate_mode() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "impersonate").await;
+    let response = app.client().send(websocket_exec(STATIC_TOKEN)).await;
+    assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
+    let seen = world
+        .fake
+        .last_request_to("/api/v1/namespaces/ns/pods/web/exec");
+    assert_eq!(seen.header_values("impersonate-user"), ["carol"]);
+    assert_eq!(
+        seen.header_values("sec-websocket-protocol"),
+        ["v5.channel.k8s.io"],
+        "the caller's token must not reach the upstream"
+    );
+}
+
+#[tokio::test]
+async fn a_websocket_token_is_forwarded_in_passthrough_mode() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "passthrough").await;
+    let response = app.client().send(websocket_exec(STATIC_TOKEN)).await;
+    assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
+    let seen = world
+        .fake
+        .last_request_to("/api/v1/namespaces/ns/pods/web/exec");
+    let protocols = seen.header_values("sec-websocket-protocol").join(",");
+    assert!(
+        protocols.contains("base64url.bearer.authorization.k8s.io."),
+        "{protocols}"
+    );
+}
