@@ -338,3 +338,28 @@ async fn a_websocket_token_is_forwarded_in_passthrough_mode() {
         "{protocols}"
     );
 }
+
+#[tokio::test]
+async fn a_front_proxy_certificate_without_identity_headers_or_with_a_foreign_name_gets_401() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "impersonate").await;
+    // Without X-Remote-User the requestheader authenticator has no opinion, and the certificate
+    // is not from the client CA.
+    let front = app.front_proxy_cert();
+    let response = app
+        .client_with(Some(&front), Version::HTTP_11)
+        .get(POD, None)
+        .await;
+    assert_status(response, 401, "Unauthorized").await;
+    // A requestheader-CA certificate with a CN outside --requestheader-allowed-names.
+    let other = app.front_proxy_ca.client_cert("someone-else", None);
+    let mut get = request("GET", POD, None, Bytes::new());
+    get.headers_mut()
+        .insert("x-remote-user", "system:admin".parse().expect("value"));
+    let response = app
+        .client_with(Some(&other), Version::HTTP_11)
+        .send(get)
+        .await;
+    assert_status(response, 401, "Unauthorized").await;
+    assert!(world.fake.requests().iter().all(|r| r.path != POD));
+}

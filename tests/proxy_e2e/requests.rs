@@ -258,3 +258,24 @@ async fn an_open_watch_is_tracked_for_mutating_estimates_until_its_caller_leaves
     crate::support::app::eventually("the watch is forgotten", || watchers() == 0).await;
     drop(events);
 }
+
+#[tokio::test]
+async fn large_bodies_stream_through_both_ways() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let payload: Vec<u8> = (0..4 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
+    for version in [Version::HTTP_11, Version::HTTP_2] {
+        let post = request(
+            "POST",
+            "/api/v1/namespaces/ns/pods",
+            None,
+            Bytes::from(payload.clone()),
+        );
+        let response = app.client_with(None, version).send(post).await;
+        assert_eq!(response.status(), StatusCode::CREATED, "{version:?}");
+        assert!(
+            body_bytes(response).await == payload,
+            "{version:?}: echoed intact"
+        );
+    }
+}
