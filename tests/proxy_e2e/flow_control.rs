@@ -297,12 +297,13 @@ async fn a_request_that_waits_past_its_queue_wait_limit_gets_429() {
 async fn streaming(
     app: &TestApp,
     fake: &FakeApiserver,
+    version: http::Version,
 ) -> (
     tokio::sync::mpsc::Sender<Bytes>,
     Conn,
     hyper::body::Incoming,
 ) {
-    let mut conn = app.client().connect().await;
+    let mut conn = app.client_with(None, version).connect().await;
     let send = conn.send(request("GET", "/stream", None, Bytes::new()));
     let (events, response) =
         within("stream", async { tokio::join!(fake.next_watch(), send) }).await;
@@ -315,7 +316,7 @@ async fn streaming(
 async fn a_streamed_response_holds_its_seat_until_the_caller_goes_away() {
     let fake = FakeApiserver::start_plain().await;
     let app = tiny_app(&fake).await;
-    let (events, conn, mut body) = streaming(&app, &fake).await;
+    let (events, conn, mut body) = streaming(&app, &fake, http::Version::HTTP_11).await;
     events
         .send(Bytes::from_static(b"chunk"))
         .await
@@ -346,7 +347,7 @@ async fn a_streamed_response_ends_with_an_error_at_the_request_timeout_and_frees
         .flag("--request-timeout=500ms")
         .start()
         .await;
-    let (events, _conn, body) = streaming(&app, &fake).await;
+    let (events, _conn, body) = streaming(&app, &fake, http::Version::HTTP_11).await;
     let rest = within("the deadline", body.collect()).await;
     assert!(rest.is_err(), "the body is cut off at the deadline");
     assert_drained(&app).await;
@@ -386,4 +387,24 @@ async fn exempt_requests_are_counted_while_they_run() {
     assert_eq!(body.as_ref(), b"released");
     app.wait_level("exempt", "the exempt request is done", |s| s.executing == 0)
         .await;
+}
+
+#[tokio::test]
+async fn a_streamed_http2_response_frees_its_seat_when_the_caller_resets_the_stream() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = tiny_app(&fake).await;
+    let (events, conn, body) = streaming(&app, &fake, http::Version::HTTP_2).await;
+    assert_eq!(app.level(TINY).seats_in_use, 1);
+    drop(body);
+    assert_drained(&app).await;
+    // The connection lives on and the seat serves its next stream.
+    let next = conn.spawn_h2(request(
+        "GET",
+        "/api/v1/namespaces/ns/pods/x",
+        None,
+        Bytes::new(),
+    ));
+    let next = within("the next stream", next).await.expect("join");
+    assert_eq!(next.status(), StatusCode::OK);
+    drop(events);
 }

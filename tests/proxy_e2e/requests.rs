@@ -151,11 +151,22 @@ async fn client_certificates_authenticate_over_http1_and_http2() {
         .await;
     let cert = app.user_cert("dave", Some("qa"));
     for version in [Version::HTTP_11, Version::HTTP_2] {
-        let client = app.client_with(Some(&cert), version);
-        let response = client.get("/api/v1/namespaces/ns/pods/web", None).await;
-        assert_eq!(response.status(), StatusCode::OK, "{version:?}");
-        assert_eq!(response.version(), version, "ALPN picks the protocol");
-        let seen = fake.last_request_to("/api/v1/namespaces/ns/pods/web");
+        // Several requests on one connection (keep-alive, or streams of one HTTP/2 connection).
+        let mut conn = app.client_with(Some(&cert), version).connect().await;
+        for n in 0..3 {
+            let path = format!("/api/v1/namespaces/ns/pods/web-{n}");
+            let response = conn.send(request("GET", &path, None, Bytes::new())).await;
+            assert_eq!(response.status(), StatusCode::OK, "{version:?}");
+            assert_eq!(response.version(), version, "ALPN picks the protocol");
+            body_bytes(response).await;
+            let seen = fake.last_request_to(&path);
+            assert_eq!(
+                seen.header_values("impersonate-user"),
+                ["dave"],
+                "{version:?}"
+            );
+        }
+        let seen = fake.last_request_to("/api/v1/namespaces/ns/pods/web-2");
         assert_eq!(
             seen.header_values("impersonate-user"),
             ["dave"],
