@@ -290,3 +290,37 @@ async fn large_bodies_stream_through_both_ways() {
         );
     }
 }
+
+#[tokio::test]
+async fn object_counts_from_the_upstreams_metrics_make_lists_cost_more() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url)
+        .upstream_token("proxy-token")
+        .start()
+        .await;
+    let estimator = app.app.proxy().estimator().clone();
+    crate::support::app::eventually("object counts read at start", || {
+        let now = tokio::time::Instant::now();
+        estimator
+            .objects()
+            .get("pods", now)
+            .is_ok_and(|s| s.object_count == 5000)
+    })
+    .await;
+    let scrape = fake.last_request_to("/metrics");
+    assert_eq!(
+        scrape.header_values("authorization"),
+        ["Bearer proxy-token"],
+        "the proxy reads /metrics with its own credentials"
+    );
+    let now = tokio::time::Instant::now();
+    let list = kube_apf_proxy::request_info::parse("GET", "/api/v1/pods").expect("info");
+    // Without a count (configmaps are not in the fake's metrics) a list costs the minimum, as
+    // for an aggregated API; 5000 pods of unknown size cost the most a list may.
+    let unknown = kube_apf_proxy::request_info::parse("GET", "/api/v1/configmaps").expect("info");
+    assert_eq!(estimator.estimate(&unknown, None, None, now).max_seats(), 1);
+    assert!(
+        estimator.estimate(&list, None, None, now).max_seats() > 1,
+        "5000 pods"
+    );
+}

@@ -12,6 +12,7 @@
 //! - `GET /slow?sleep=<ms>` → answers after a (tokio) sleep; `GET /hang` → never answers
 //! - `GET /reset` → 200, one chunk, then the stream is broken off when the test calls
 //!   [`FakeApiserver::break_stream`]
+//! - `GET /metrics` → [`METRICS`]: object counts, as the proxy reads them for list estimates
 //! - `GET /api`, `/apis`, `/api/v1`, `/version` → discovery documents (enough for kubectl)
 //! - anything else → 404 `Status`
 
@@ -35,6 +36,12 @@ use tokio::sync::{mpsc, Notify};
 use tokio_rustls::TlsAcceptor;
 
 use super::pki::{server_config, Issued, TestCa};
+
+/// What `/metrics` answers: 5000 pods and 3 namespaces in storage.
+pub const METRICS: &str = "# HELP apiserver_storage_objects [STABLE] Number of stored objects\n\
+# TYPE apiserver_storage_objects gauge\n\
+apiserver_storage_objects{resource=\"pods\"} 5000\n\
+apiserver_storage_objects{resource=\"namespaces\"} 3\n";
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Body = UnsyncBoxBody<Bytes, BoxError>;
@@ -305,6 +312,11 @@ async fn route(
             )
         }
         (Method::GET, ["reset"]) => reset_mid_stream(state),
+        (Method::GET, ["metrics"]) => full(
+            StatusCode::OK,
+            "text/plain; version=0.0.4",
+            Bytes::from_static(METRICS.as_bytes()),
+        ),
         _ => json(
             StatusCode::NOT_FOUND,
             serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
