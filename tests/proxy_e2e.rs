@@ -8,6 +8,8 @@ mod support;
 mod admin;
 #[path = "proxy_e2e/authn.rs"]
 mod authn;
+#[path = "proxy_e2e/curl.rs"]
+mod curl;
 #[path = "proxy_e2e/failures.rs"]
 mod failures;
 #[path = "proxy_e2e/flow_control.rs"]
