@@ -1,10 +1,14 @@
-//! Upstream failures through the whole app: down (503), slow (504 after --request-timeout), and a
-//! body broken off mid-stream; seats come back each time.
+//! Upstream failures through the whole app: down (503, and 401 for a TokenReview that cannot
+//! reach it), slow (504 after --request-timeout or a shorter `?timeout=`), a body broken off
+//! mid-stream, and a malformed target (400); seats come back each time.
 
+use std::time::Duration;
+
+use bytes::Bytes;
 use http::StatusCode;
 use http_body_util::BodyExt;
 
-use crate::support::app::{within, AppBuilder, TestApp};
+use crate::support::app::{request, within, AppBuilder, TestApp};
 use crate::support::fake_apiserver::FakeApiserver;
 use crate::{assert_status, pf_headers};
 
@@ -114,4 +118,32 @@ async fn a_watch_to_an_upstream_that_is_down_gives_503_and_its_seat_back() {
         .await;
     assert_status(response, 503, "ServiceUnavailable").await;
     assert_no_seats_held(&app).await;
+}
+
+#[tokio::test]
+async fn a_token_review_that_cannot_reach_the_upstream_fails_closed_with_401() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", closed.local_addr().expect("addr"));
+    drop(closed);
+    let app = AppBuilder::new(&url)
+        .flag("--authentication-token-webhook")
+        .start()
+        .await;
+    // The TokenReview is retried with the apiserver's webhook backoff (about 4 s in all).
+    let mut conn = app.client().connect().await;
+    let get = request(
+        "GET",
+        "/api/v1/namespaces/ns/pods/web",
+        Some("some-token"),
+        Bytes::new(),
+    );
+    let response = tokio::time::timeout(Duration::from_secs(15), conn.send_unbounded(get))
+        .await
+        .expect("the review gives up");
+    assert_eq!(
+        pf_headers(&response),
+        (None, None),
+        "rejected before classification"
+    );
+    assert_status(response, 401, "Unauthorized").await;
 }

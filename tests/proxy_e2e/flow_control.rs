@@ -408,3 +408,24 @@ async fn a_streamed_http2_response_frees_its_seat_when_the_caller_resets_the_str
     assert_eq!(next.status(), StatusCode::OK);
     drop(events);
 }
+
+#[tokio::test]
+async fn an_executing_request_whose_caller_leaves_gives_its_seat_back() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = tiny_app(&fake).await;
+    for version in [http::Version::HTTP_11, http::Version::HTTP_2] {
+        let client = app.client_with(None, version);
+        let held = tokio::spawn(async move {
+            let mut conn = client.connect().await;
+            conn.send_unbounded(request("GET", "/hang", None, Bytes::new()))
+                .await
+        });
+        app.wait_level(TINY, "the /hang request runs", |s| s.executing == 1)
+            .await;
+        held.abort();
+        app.wait_level(TINY, "the seat is back", |s| {
+            s.executing == 0 && s.seats_in_use == 0
+        })
+        .await;
+    }
+}
