@@ -429,3 +429,57 @@ async fn an_executing_request_whose_caller_leaves_gives_its_seat_back() {
         .await;
     }
 }
+
+#[tokio::test]
+async fn long_running_requests_other_than_watch_bypass_a_full_level() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = tiny_app(&fake).await;
+    let hanging = occupy(&app, &fake).await;
+    let queued = queue_one(&app).await;
+    // (method, path, upgrade): the fake answers upgrades with 101 and the rest with 404.
+    let cases = [
+        (
+            "POST",
+            "/api/v1/namespaces/ns/pods/web/attach?stdin=true",
+            true,
+        ),
+        ("POST", "/api/v1/namespaces/ns/pods/web/portforward", true),
+        (
+            "GET",
+            "/api/v1/namespaces/ns/pods/web/log?follow=true",
+            false,
+        ),
+        ("GET", "/api/v1/namespaces/ns/pods/web/proxy/metrics", false),
+    ];
+    for (method, path, upgrade) in cases {
+        let mut req = request(method, path, None, Bytes::new());
+        if upgrade {
+            req.headers_mut()
+                .insert("connection", "Upgrade".parse().expect("v"));
+            req.headers_mut()
+                .insert("upgrade", "SPDY/3.1".parse().expect("v"));
+        }
+        let response = app.client().send(req).await;
+        let expected = if upgrade {
+            StatusCode::SWITCHING_PROTOCOLS
+        } else {
+            StatusCode::NOT_FOUND
+        };
+        assert_eq!(response.status(), expected, "{path}");
+        assert_eq!(
+            pf_headers(&response),
+            (None, None),
+            "{path} bypasses flow control"
+        );
+        fake.last_request_to(path.split('?').next().expect("path"));
+    }
+    assert_eq!(app.level(TINY).waiting, 1);
+    fake.release_hanging();
+    within("the held request ends", hanging)
+        .await
+        .expect("join");
+    within("the queued request is served", queued)
+        .await
+        .expect("join");
+    assert_drained(&app).await;
+}
