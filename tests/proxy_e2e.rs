@@ -18,6 +18,8 @@ mod flow_control;
 mod kubectl;
 #[path = "proxy_e2e/requests.rs"]
 mod requests;
+#[path = "proxy_e2e/seats.rs"]
+mod seats;
 
 use bytes::Bytes;
 use http::Response;

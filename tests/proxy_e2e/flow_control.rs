@@ -1,6 +1,7 @@
 //! Flow control in the request path, against the one-seat level of [`crate::TINY_LEVEL`]:
-//! 429 with `Retry-After` when the queue is full, queued callers that leave, exempt and
-//! long-running traffic beside a full level, and watches that give their seats back early.
+//! 429 with `Retry-After` when the queue is full or the wait too long, exempt and long-running
+//! traffic beside a full level, and watches that give their seats back early. The helpers here
+//! (a held seat, a queued request) serve [`crate::seats`] too.
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -11,13 +12,16 @@ use crate::support::app::{eventually, request, within, AppBuilder, Conn, TestApp
 use crate::support::fake_apiserver::FakeApiserver;
 use crate::{assert_status, body_bytes, pf_headers, uids, ONE_SEAT, TINY_LEVEL};
 
-const TINY: &str = "tiny";
+/// The one-seat level.
+pub(crate) const TINY: &str = "tiny";
 
-fn tenants() -> (Option<String>, Option<String>) {
+/// The APF headers of requests in the `tenants` FlowSchema.
+pub(crate) fn tenants() -> (Option<String>, Option<String>) {
     uids("tenants-fs-uid", "tiny-pl-uid")
 }
 
-async fn tiny_app(fake: &FakeApiserver) -> TestApp {
+/// An app over [`TINY_LEVEL`] with one seat, accepting client certificates.
+pub(crate) async fn tiny_app(fake: &FakeApiserver) -> TestApp {
     AppBuilder::new(&fake.url)
         .config(TINY_LEVEL)
         .flag(ONE_SEAT[0])
@@ -28,7 +32,7 @@ async fn tiny_app(fake: &FakeApiserver) -> TestApp {
 }
 
 /// Occupies the level's one seat with a `/hang` request the fake holds open; returns its task.
-async fn occupy(app: &TestApp, fake: &FakeApiserver) -> JoinHandle<(StatusCode, Bytes)> {
+pub(crate) async fn occupy(app: &TestApp, fake: &FakeApiserver) -> JoinHandle<(StatusCode, Bytes)> {
     let client = app.client();
     let task = tokio::spawn(async move {
         let mut conn = client.connect().await;
@@ -47,7 +51,7 @@ async fn occupy(app: &TestApp, fake: &FakeApiserver) -> JoinHandle<(StatusCode, 
 }
 
 /// Queues a GET behind the occupied seat on its own connection; returns the connection's task.
-async fn queue_one(app: &TestApp) -> JoinHandle<StatusCode> {
+pub(crate) async fn queue_one(app: &TestApp) -> JoinHandle<StatusCode> {
     let client = app.client();
     let task = tokio::spawn(async move {
         let mut conn: Conn = client.connect().await;
@@ -64,7 +68,8 @@ async fn queue_one(app: &TestApp) -> JoinHandle<StatusCode> {
     task
 }
 
-async fn assert_drained(app: &TestApp) {
+/// Waits until the level has nothing waiting, executing or seated.
+pub(crate) async fn assert_drained(app: &TestApp) {
     app.wait_level(TINY, "every seat is back", |s| {
         s.waiting == 0 && s.executing == 0 && s.seats_in_use == 0
     })
@@ -109,32 +114,6 @@ async fn a_full_queue_rejects_with_429_retry_after_and_a_status_body() {
         .expect("join");
     assert_eq!(status, StatusCode::OK);
     assert_drained(&app).await;
-}
-
-#[tokio::test]
-async fn a_queued_request_whose_client_leaves_leaves_its_queue() {
-    let fake = FakeApiserver::start_plain().await;
-    let app = tiny_app(&fake).await;
-    let hanging = occupy(&app, &fake).await;
-    let queued = queue_one(&app).await;
-
-    queued.abort();
-    app.wait_level(TINY, "the queue empties", |s| s.waiting == 0)
-        .await;
-    assert_eq!(app.level(TINY).executing, 1, "the held request still runs");
-
-    fake.release_hanging();
-    within("the held request ends", hanging)
-        .await
-        .expect("join");
-    assert_drained(&app).await;
-    assert!(
-        fake.requests().iter().all(|r| !r.path.ends_with("/queued")),
-        "the abandoned request never reaches the upstream"
-    );
-    // The seat is usable again.
-    let response = app.client().get("/api/v1/namespaces/ns/pods/y", None).await;
-    assert_eq!(response.status(), StatusCode::OK);
 }
 
 #[tokio::test]
@@ -225,45 +204,6 @@ async fn a_watch_gives_its_seat_back_once_its_response_head_arrives() {
 }
 
 #[tokio::test]
-async fn a_queued_http2_stream_that_is_reset_leaves_its_queue() {
-    let fake = FakeApiserver::start_plain().await;
-    let app = tiny_app(&fake).await;
-    let hanging = occupy(&app, &fake).await;
-    let conn = app.client_with(None, http::Version::HTTP_2).connect().await;
-    let queued = conn.spawn_h2(request(
-        "GET",
-        "/api/v1/namespaces/ns/pods/queued",
-        None,
-        Bytes::new(),
-    ));
-    app.wait_level(TINY, "a request waits", |s| s.waiting == 1)
-        .await;
-
-    queued.abort();
-    app.wait_level(TINY, "the queue empties", |s| s.waiting == 0)
-        .await;
-    // The connection is still usable: its next stream waits for the seat and gets it.
-    let next = conn.spawn_h2(request(
-        "GET",
-        "/api/v1/namespaces/ns/pods/next",
-        None,
-        Bytes::new(),
-    ));
-    app.wait_level(TINY, "the next stream waits", |s| s.waiting == 1)
-        .await;
-    fake.release_hanging();
-    within("the held request ends", hanging)
-        .await
-        .expect("join");
-    let response = within("the next stream is served", next)
-        .await
-        .expect("join");
-    assert_eq!(response.status(), StatusCode::OK);
-    assert_drained(&app).await;
-    assert!(fake.requests().iter().all(|r| !r.path.ends_with("/queued")));
-}
-
-#[tokio::test]
 async fn a_request_that_waits_past_its_queue_wait_limit_gets_429() {
     let fake = FakeApiserver::start_plain().await;
     // A quarter of the request timeout: 500 ms in the queue at most.
@@ -290,68 +230,6 @@ async fn a_request_that_waits_past_its_queue_wait_limit_gets_429() {
         .await
         .expect("join");
     assert_drained(&app).await;
-}
-
-/// Starts a non-long-running streamed GET (`/stream`) that holds the level's seat while its body
-/// streams; returns the events sender and the response.
-async fn streaming(
-    app: &TestApp,
-    fake: &FakeApiserver,
-    version: http::Version,
-) -> (
-    tokio::sync::mpsc::Sender<Bytes>,
-    Conn,
-    hyper::body::Incoming,
-) {
-    let mut conn = app.client_with(None, version).connect().await;
-    let send = conn.send(request("GET", "/stream", None, Bytes::new()));
-    let (events, response) =
-        within("stream", async { tokio::join!(fake.next_watch(), send) }).await;
-    assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(pf_headers(&response), tenants());
-    (events, conn, response.into_body())
-}
-
-#[tokio::test]
-async fn a_streamed_response_holds_its_seat_until_the_caller_goes_away() {
-    let fake = FakeApiserver::start_plain().await;
-    let app = tiny_app(&fake).await;
-    let (events, conn, mut body) = streaming(&app, &fake, http::Version::HTTP_11).await;
-    events
-        .send(Bytes::from_static(b"chunk"))
-        .await
-        .expect("send");
-    within("a chunk", body.frame())
-        .await
-        .expect("open")
-        .expect("frame");
-    assert_eq!(
-        app.level(TINY).seats_in_use,
-        1,
-        "the seat is held while the body streams"
-    );
-
-    drop(body);
-    drop(conn);
-    assert_drained(&app).await;
-    drop(events);
-}
-
-#[tokio::test]
-async fn a_streamed_response_ends_with_an_error_at_the_request_timeout_and_frees_its_seat() {
-    let fake = FakeApiserver::start_plain().await;
-    let app = AppBuilder::new(&fake.url)
-        .config(TINY_LEVEL)
-        .flag(ONE_SEAT[0])
-        .flag(ONE_SEAT[1])
-        .flag("--request-timeout=500ms")
-        .start()
-        .await;
-    let (events, _conn, body) = streaming(&app, &fake, http::Version::HTTP_11).await;
-    let rest = within("the deadline", body.collect()).await;
-    assert!(rest.is_err(), "the body is cut off at the deadline");
-    assert_drained(&app).await;
-    drop(events);
 }
 
 #[tokio::test]
@@ -387,47 +265,6 @@ async fn exempt_requests_are_counted_while_they_run() {
     assert_eq!(body.as_ref(), b"released");
     app.wait_level("exempt", "the exempt request is done", |s| s.executing == 0)
         .await;
-}
-
-#[tokio::test]
-async fn a_streamed_http2_response_frees_its_seat_when_the_caller_resets_the_stream() {
-    let fake = FakeApiserver::start_plain().await;
-    let app = tiny_app(&fake).await;
-    let (events, conn, body) = streaming(&app, &fake, http::Version::HTTP_2).await;
-    assert_eq!(app.level(TINY).seats_in_use, 1);
-    drop(body);
-    assert_drained(&app).await;
-    // The connection lives on and the seat serves its next stream.
-    let next = conn.spawn_h2(request(
-        "GET",
-        "/api/v1/namespaces/ns/pods/x",
-        None,
-        Bytes::new(),
-    ));
-    let next = within("the next stream", next).await.expect("join");
-    assert_eq!(next.status(), StatusCode::OK);
-    drop(events);
-}
-
-#[tokio::test]
-async fn an_executing_request_whose_caller_leaves_gives_its_seat_back() {
-    let fake = FakeApiserver::start_plain().await;
-    let app = tiny_app(&fake).await;
-    for version in [http::Version::HTTP_11, http::Version::HTTP_2] {
-        let client = app.client_with(None, version);
-        let held = tokio::spawn(async move {
-            let mut conn = client.connect().await;
-            conn.send_unbounded(request("GET", "/hang", None, Bytes::new()))
-                .await
-        });
-        app.wait_level(TINY, "the /hang request runs", |s| s.executing == 1)
-            .await;
-        held.abort();
-        app.wait_level(TINY, "the seat is back", |s| {
-            s.executing == 0 && s.seats_in_use == 0
-        })
-        .await;
-    }
 }
 
 #[tokio::test]
