@@ -109,7 +109,10 @@ async fn a_malformed_target_gets_400_and_never_reaches_the_upstream() {
         .get("/api/v1/namespaces/ns/pods?timeout=soon", None)
         .await;
     assert_status(response, 400, "BadRequest").await;
-    assert!(fake.requests().iter().all(|r| !r.path.contains("timeout=soon")));
+    assert!(fake
+        .requests()
+        .iter()
+        .all(|r| !r.path.contains("timeout=soon")));
 }
 
 #[tokio::test]

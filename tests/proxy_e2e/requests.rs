@@ -324,3 +324,41 @@ async fn object_counts_from_the_upstreams_metrics_make_lists_cost_more() {
         "5000 pods"
     );
 }
+
+#[tokio::test]
+async fn watches_get_upstream_http1_connections_of_their_own_beside_http2() {
+    let world = crate::support::tls_world::TlsWorld::start(true).await;
+    let app = AppBuilder::for_world(&world).start().await;
+    let response = app
+        .client()
+        .get("/api/v1/namespaces/ns/pods/web", None)
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    body_bytes(response).await;
+    let get = world.fake.last_request_to("/api/v1/namespaces/ns/pods/web");
+    assert_eq!(
+        get.version,
+        Version::HTTP_2,
+        "ordinary requests share HTTP/2"
+    );
+
+    let client = app.client();
+    let watch = tokio::spawn(async move {
+        client
+            .get("/api/v1/namespaces/ns/pods?watch=true", None)
+            .await
+    });
+    let events = within("the watch reaches the fake", world.fake.next_watch()).await;
+    let response = within("watch head", watch).await.expect("join");
+    assert_eq!(response.status(), StatusCode::OK);
+    let seen = world
+        .fake
+        .last_request_to("/api/v1/namespaces/ns/pods?watch=true");
+    assert_eq!(
+        seen.version,
+        Version::HTTP_11,
+        "a watch never takes an HTTP/2 stream"
+    );
+    drop(events);
+    body_bytes(response).await;
+}
