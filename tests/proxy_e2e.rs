@@ -29,7 +29,8 @@ use support::app::within;
 
 /// A configuration with one tiny Limited level for every caller but `system:masters`: with
 /// `--max-requests-inflight=1 --max-mutating-requests-inflight=0` it has one seat, one queue and
-/// room for one waiting request. The exempt objects are spelled out to give them UIDs.
+/// room for one waiting request. User `rita`'s non-resource requests go to `strict`, one seat
+/// and no queue (Reject). The exempt objects are spelled out to give them UIDs.
 pub const TINY_LEVEL: &str = r#"
 apiVersion: flowcontrol.apiserver.k8s.io/v1
 kind: PriorityLevelConfiguration
@@ -56,6 +57,27 @@ spec:
     - {kind: Group, group: {name: system:unauthenticated}}
     resourceRules:
     - {verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true}
+    nonResourceRules:
+    - {verbs: ['*'], nonResourceURLs: ['*']}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: strict, uid: strict-pl-uid}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 1
+    lendablePercent: 0
+    limitResponse: {type: Reject}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: rita, uid: rita-fs-uid}
+spec:
+  priorityLevelConfiguration: {name: strict}
+  matchingPrecedence: 100
+  rules:
+  - subjects: [{kind: User, user: {name: rita}}]
     nonResourceRules:
     - {verbs: ['*'], nonResourceURLs: ['*']}
 ---

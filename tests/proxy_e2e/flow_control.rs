@@ -320,3 +320,46 @@ async fn long_running_requests_other_than_watch_bypass_a_full_level() {
         .expect("join");
     assert_drained(&app).await;
 }
+
+#[tokio::test]
+async fn a_level_that_rejects_answers_429_at_once_when_its_seat_is_taken() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = tiny_app(&fake).await;
+    let rita = app.user_cert("rita", None);
+    let client = app.client_with(Some(&rita), http::Version::HTTP_11);
+    let held_client = client.clone();
+    let held = tokio::spawn(async move {
+        let mut conn = held_client.connect().await;
+        let response = conn
+            .send_unbounded(request("GET", "/hang", None, Bytes::new()))
+            .await;
+        (pf_headers(&response), response.status())
+    });
+    app.wait_level("strict", "rita's request runs", |s| s.executing == 1)
+        .await;
+    let started = tokio::time::Instant::now();
+    let response = client.get("/version", None).await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "never queued"
+    );
+    assert_eq!(pf_headers(&response), uids("rita-fs-uid", "strict-pl-uid"));
+    assert!(response.headers().contains_key("retry-after"));
+    assert_status(response, 429, "TooManyRequests").await;
+    assert_eq!(app.level(TINY).executing, 0, "other levels are untouched");
+
+    eventually("the /hang request reaches the fake", || {
+        fake.requests().iter().any(|r| r.path == "/hang")
+    })
+    .await;
+    fake.release_hanging();
+    let (headers, status) = within("the held request ends", held).await.expect("join");
+    assert_eq!(
+        (headers, status),
+        (uids("rita-fs-uid", "strict-pl-uid"), StatusCode::OK)
+    );
+    app.wait_level("strict", "the seat is back", |s| {
+        s.executing == 0 && s.seats_in_use == 0
+    })
+    .await;
+}
