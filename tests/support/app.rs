@@ -344,6 +344,17 @@ pub fn request(method: &str, path: &str, token: Option<&str>, bytes: Bytes) -> R
     builder.body(body(bytes)).expect("request")
 }
 
+/// HTTP/2 requests carry the authority in the URI (`:authority`), HTTP/1.1 in `Host`.
+fn absolute(request: &mut Request<TestBody>) {
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    *request.uri_mut() = format!("https://localhost{path}").parse().expect("uri");
+}
+
+// The two protocols' request senders.
 enum Sender {
     H1(hyper::client::conn::http1::SendRequest<TestBody>),
     H2(hyper::client::conn::http2::SendRequest<TestBody>),
@@ -372,11 +383,6 @@ impl Conn {
 
     /// Sends `request` without a time bound (for requests meant to wait).
     pub async fn send_unbounded(&mut self, mut request: Request<TestBody>) -> Response<Incoming> {
-        let path = request
-            .uri()
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_string();
         match &mut self.sender {
             Sender::H1(sender) => {
                 request.headers_mut().insert(
@@ -387,7 +393,7 @@ impl Conn {
                 sender.send_request(request).await.expect("h1 response")
             }
             Sender::H2(sender) => {
-                *request.uri_mut() = format!("https://localhost{path}").parse().expect("uri");
+                absolute(&mut request);
                 sender.ready().await.expect("h2 ready");
                 sender.send_request(request).await.expect("h2 response")
             }
@@ -401,12 +407,7 @@ impl Conn {
             panic!("spawn_h2 needs an HTTP/2 connection");
         };
         let mut sender = sender.clone();
-        let path = request
-            .uri()
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_string();
-        *request.uri_mut() = format!("https://localhost{path}").parse().expect("uri");
+        absolute(&mut request);
         tokio::spawn(async move {
             sender.ready().await.expect("h2 ready");
             sender.send_request(request).await.expect("h2 response")
