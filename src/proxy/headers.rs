@@ -30,7 +30,9 @@ use http::header::{
 };
 use http::HeaderMap;
 
-use crate::auth::{Identity, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP};
+use crate::auth::{
+    strip_websocket_bearer_protocol, Identity, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP,
+};
 
 /// How the caller's identity reaches the upstream (`--identity-forwarding`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -150,7 +152,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
 
 /// Prepares a caller's request headers for the upstream in `mode`: strips hop-by-hop headers,
 /// forged identity headers, `Host` (the client sets the upstream's), and in `impersonate` and
-/// `requestheader` modes the caller's `Authorization`; then adds the identity headers of `mode`
+/// `requestheader` modes the caller's `Authorization` and WebSocket token subprotocol; then adds the identity headers of `mode`
 /// and appends `peer` to `X-Forwarded-For`.
 ///
 /// The caller must already have refused `Impersonate-*` headers in `impersonate` mode (see the
@@ -180,11 +182,11 @@ pub fn prepare_request_headers(
     match mode {
         IdentityForwarding::Passthrough => {}
         IdentityForwarding::Impersonate => {
-            headers.remove(AUTHORIZATION);
+            remove_caller_credentials(headers);
             add_identity(headers, identity, &IMPERSONATE_NAMES);
         }
         IdentityForwarding::Requestheader => {
-            headers.remove(AUTHORIZATION);
+            remove_caller_credentials(headers);
             add_identity(headers, identity, &REQUESTHEADER_NAMES);
         }
     }
@@ -193,11 +195,21 @@ pub fn prepare_request_headers(
     }
 }
 
+/// Removes the caller's bearer token, from `Authorization` and from a WebSocket's
+/// `Sec-WebSocket-Protocol` (where kubectl ≥ 1.30 puts it for exec and attach); it stays with the
+/// proxy when the proxy speaks for the caller.
+fn remove_caller_credentials(headers: &mut HeaderMap) {
+    headers.remove(AUTHORIZATION);
+    strip_websocket_bearer_protocol(headers);
+}
+
 struct IdentityHeaderNames {
     user: &'static HeaderName,
     group: &'static HeaderName,
     uid: &'static HeaderName,
     extra_prefix: &'static str,
+    /// Groups the upstream adds itself, left out so that the proxy needs no right to them.
+    implied_groups: &'static [&'static str],
 }
 
 static IMPERSONATE_NAMES: IdentityHeaderNames = IdentityHeaderNames {
@@ -205,6 +217,9 @@ static IMPERSONATE_NAMES: IdentityHeaderNames = IdentityHeaderNames {
     group: &IMPERSONATE_GROUP,
     uid: &IMPERSONATE_UID,
     extra_prefix: "impersonate-extra-",
+    // Impersonation adds `system:authenticated` to every user but `system:anonymous`, and
+    // `system:unauthenticated` to `system:anonymous` (`impersonation.go`).
+    implied_groups: &[AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP],
 };
 
 static REQUESTHEADER_NAMES: IdentityHeaderNames = IdentityHeaderNames {
@@ -212,11 +227,13 @@ static REQUESTHEADER_NAMES: IdentityHeaderNames = IdentityHeaderNames {
     group: &X_REMOTE_GROUP,
     uid: &X_REMOTE_UID,
     extra_prefix: "x-remote-extra-",
+    // `AuthenticatedGroupAdder` adds `system:authenticated` after the requestheader
+    // authenticator, but nothing for `system:anonymous`: its `system:unauthenticated` is sent.
+    implied_groups: &[AUTHENTICATED_GROUP],
 };
 
-/// Adds the identity headers. `system:authenticated` and `system:unauthenticated` are left out:
-/// the apiserver adds them itself (impersonation and `AuthenticatedGroupAdder`), and sending them
-/// would need the right to impersonate those groups. Values that cannot be header values (control
+/// Adds the identity headers. Groups the apiserver adds itself (`implied_groups`) are left out:
+/// sending them would need the right to impersonate those groups. Values that cannot be header values (control
 /// characters) are dropped: they cannot come from a valid credential.
 fn add_identity(headers: &mut HeaderMap, identity: &Identity, names: &IdentityHeaderNames) {
     if let Ok(user) = HeaderValue::from_str(&identity.user) {
@@ -230,7 +247,7 @@ fn add_identity(headers: &mut HeaderMap, identity: &Identity, names: &IdentityHe
     let groups = identity
         .groups
         .iter()
-        .filter(|g| *g != AUTHENTICATED_GROUP && *g != UNAUTHENTICATED_GROUP);
+        .filter(|g| !names.implied_groups.contains(&g.as_str()));
     for group in groups {
         if let Ok(value) = HeaderValue::from_str(group) {
             headers.append(names.group.clone(), value);

@@ -12,6 +12,8 @@
 //! - `GET /slow?sleep=<ms>` → answers after a (tokio) sleep; `GET /hang` → never answers
 //! - `GET /reset` → 200, one chunk, then the stream is broken off when the test calls
 //!   [`FakeApiserver::break_stream`]
+//! - `GET /metrics` → [`METRICS`]: object counts, as the proxy reads them for list estimates
+//! - `GET /api`, `/apis`, `/api/v1`, `/version` → discovery documents (enough for kubectl)
 //! - anything else → 404 `Status`
 
 use std::collections::HashMap;
@@ -34,6 +36,12 @@ use tokio::sync::{mpsc, Notify};
 use tokio_rustls::TlsAcceptor;
 
 use super::pki::{server_config, Issued, TestCa};
+
+/// What `/metrics` answers: 5000 pods and 3 namespaces in storage.
+pub const METRICS: &str = "# HELP apiserver_storage_objects [STABLE] Number of stored objects\n\
+# TYPE apiserver_storage_objects gauge\n\
+apiserver_storage_objects{resource=\"pods\"} 5000\n\
+apiserver_storage_objects{resource=\"namespaces\"} 3\n";
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Body = UnsyncBoxBody<Bytes, BoxError>;
@@ -167,6 +175,15 @@ impl FakeApiserver {
         self.requests().pop().expect("the fake received a request")
     }
 
+    /// The last request whose path and query start with `prefix` (the proxy also reads
+    /// `/metrics` on its own, so "the last request" alone can be that).
+    pub fn last_request_to(&self, prefix: &str) -> Recorded {
+        self.requests()
+            .into_iter()
+            .rfind(|r| r.path.starts_with(prefix))
+            .unwrap_or_else(|| panic!("the fake received no request to {prefix}"))
+    }
+
     /// Waits for the next watch request; events sent on the returned sender are streamed (one
     /// chunk each), and dropping it ends the watch.
     pub async fn next_watch(&self) -> mpsc::Sender<Bytes> {
@@ -251,6 +268,7 @@ async fn route(
         .split('&')
         .any(|p| p == "watch=true" || p == "watch=1");
     match (request.method().clone(), segments.as_slice()) {
+        (Method::GET, ["api"] | ["apis"] | ["api", "v1"] | ["version"]) => discovery(&segments),
         (Method::GET, ["api", "v1", "namespaces", ns, "pods"]) if watch => {
             watch_stream(&state).await
         }
@@ -294,12 +312,37 @@ async fn route(
             )
         }
         (Method::GET, ["reset"]) => reset_mid_stream(state),
+        (Method::GET, ["metrics"]) => full(
+            StatusCode::OK,
+            "text/plain; version=0.0.4",
+            Bytes::from_static(METRICS.as_bytes()),
+        ),
         _ => json(
             StatusCode::NOT_FOUND,
             serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
                 "status": "Failure", "reason": "NotFound", "code": 404}),
         ),
     }
+}
+
+/// What kubectl reads before it lists: the legacy (unaggregated) discovery documents.
+fn discovery(segments: &[&str]) -> Response<Body> {
+    let document = match segments {
+        ["api"] => serde_json::json!({"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}),
+        ["apis"] => serde_json::json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []}),
+        ["version"] => {
+            serde_json::json!({"major": "1", "minor": "32", "gitVersion": "v1.32.0-fake",
+            "platform": "linux/amd64"})
+        }
+        _ => {
+            serde_json::json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1",
+            "resources": [{"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod",
+                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                "shortNames": ["po"]}]})
+        }
+    };
+    json(StatusCode::OK, document)
 }
 
 fn pod(ns: &str, name: &str) -> serde_json::Value {

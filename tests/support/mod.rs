@@ -5,6 +5,7 @@
 // Each test crate uses a different part of this module.
 #![allow(dead_code)]
 
+pub mod app;
 pub mod fake_apiserver;
 pub mod pki;
 pub mod tls_world;

@@ -174,6 +174,62 @@ fn anonymous_identity_sends_no_groups_and_no_uid() {
 }
 
 #[test]
+fn anonymous_identity_keeps_system_unauthenticated_in_requestheader_mode() {
+    let mut map = HeaderMap::new();
+    prepare_request_headers(
+        &mut map,
+        IdentityForwarding::Requestheader,
+        &Identity::anonymous(),
+        &ForgeableHeaders::default(),
+        None,
+        false,
+    );
+    assert_eq!(values(&map, "x-remote-user"), ["system:anonymous"]);
+    assert_eq!(values(&map, "x-remote-group"), ["system:unauthenticated"]);
+    assert!(!map.contains_key("x-remote-uid"));
+}
+
+#[test]
+fn identity_modes_strip_the_websocket_token_subprotocol_and_passthrough_keeps_it() {
+    let token_protocol = "base64url.bearer.authorization.k8s.io.dG9rZW4";
+    let cases = [
+        (
+            IdentityForwarding::Passthrough,
+            format!("{token_protocol}, v5.channel.k8s.io"),
+        ),
+        (
+            IdentityForwarding::Impersonate,
+            "v5.channel.k8s.io".to_string(),
+        ),
+        (
+            IdentityForwarding::Requestheader,
+            "v5.channel.k8s.io".to_string(),
+        ),
+    ];
+    for (mode, expected) in cases {
+        let protocols = format!("{token_protocol}, v5.channel.k8s.io");
+        let mut map = headers(&[
+            ("connection", "Upgrade"),
+            ("upgrade", "websocket"),
+            ("sec-websocket-protocol", &protocols),
+        ]);
+        prepare_request_headers(
+            &mut map,
+            mode,
+            &alice(),
+            &ForgeableHeaders::default(),
+            None,
+            true,
+        );
+        assert_eq!(
+            values(&map, "sec-websocket-protocol"),
+            [expected.as_str()],
+            "{mode:?}"
+        );
+    }
+}
+
+#[test]
 fn strips_hop_by_hop_headers_and_those_connection_names() {
     let mut map = headers(&[
         ("connection", "keep-alive, x-private"),

@@ -1,0 +1,364 @@
+//! Plain API traffic through the whole app: get, list, create, watch, an upgraded exec stream,
+//! and client certificates over HTTP/1.1 and HTTP/2.
+
+use bytes::Bytes;
+use http::{StatusCode, Version};
+use http_body_util::BodyExt;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::app::{request, within, AppBuilder};
+use crate::support::fake_apiserver::FakeApiserver;
+use crate::{body_bytes, body_json, pf_headers};
+
+#[tokio::test]
+async fn get_and_list_reach_the_upstream_and_carry_flow_control_headers() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let client = app.client();
+
+    let response = client.get("/api/v1/namespaces/ns/pods/web", None).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let (fs, pl) = pf_headers(&response);
+    assert!(fs.is_some() && pl.is_some(), "APF headers on a proxied GET");
+    assert_eq!(body_json(response).await["metadata"]["name"], "web");
+
+    let response = client
+        .get("/api/v1/namespaces/ns/pods?limit=10", None)
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(pf_headers(&response).0.is_some());
+    let list = body_json(response).await;
+    assert_eq!(list["kind"], "PodList");
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(2));
+
+    let paths: Vec<String> = fake.requests().into_iter().map(|r| r.path).collect();
+    assert!(
+        paths.contains(&"/api/v1/namespaces/ns/pods/web".to_string()),
+        "{paths:?}"
+    );
+    assert!(
+        paths.contains(&"/api/v1/namespaces/ns/pods?limit=10".to_string()),
+        "{paths:?}"
+    );
+}
+
+#[tokio::test]
+async fn create_sends_the_body_upstream() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let pod = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"new"}}"#;
+    let mut post = request(
+        "POST",
+        "/api/v1/namespaces/ns/pods",
+        None,
+        Bytes::from_static(pod),
+    );
+    post.headers_mut()
+        .insert("content-type", "application/json".parse().expect("value"));
+    let response = app.client().send(post).await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert!(pf_headers(&response).0.is_some());
+    assert_eq!(
+        body_bytes(response).await.as_ref(),
+        pod,
+        "the fake echoes what arrived"
+    );
+    let seen = fake.last_request_to("/api/v1/namespaces/ns/pods");
+    assert_eq!(seen.method, http::Method::POST);
+    assert_eq!(seen.header_values("content-type"), ["application/json"]);
+}
+
+#[tokio::test]
+async fn watch_events_arrive_before_the_stream_ends() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let client = app.client();
+    let watch = tokio::spawn(async move {
+        client
+            .get("/api/v1/namespaces/ns/pods?watch=true", None)
+            .await
+    });
+    let events = within("the watch reaches the fake", fake.next_watch()).await;
+    let response = within("watch head", watch).await.expect("join");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(
+        pf_headers(&response).0.is_some(),
+        "a watch is flow-controlled"
+    );
+    let mut body = response.into_body();
+    for n in 0..3 {
+        let event = format!("{{\"type\":\"ADDED\",\"object\":{{\"n\":{n}}}}}\n");
+        events.send(Bytes::from(event.clone())).await.expect("send");
+        let frame = within("a watch event", body.frame())
+            .await
+            .expect("stream still open")
+            .expect("frame");
+        assert_eq!(frame.into_data().expect("data").as_ref(), event.as_bytes());
+    }
+    drop(events);
+    let end = within("end of the watch", body.frame()).await;
+    assert!(end.is_none(), "the watch ends when the upstream ends it");
+}
+
+#[tokio::test]
+async fn exec_upgrades_and_streams_both_ways() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let mut exec = request(
+        "POST",
+        "/api/v1/namespaces/ns/pods/web/exec?command=sh&stdin=true",
+        None,
+        Bytes::new(),
+    );
+    let headers = exec.headers_mut();
+    headers.insert("connection", "Upgrade".parse().expect("value"));
+    headers.insert("upgrade", "SPDY/3.1".parse().expect("value"));
+    headers.insert(
+        "x-stream-protocol-version",
+        "v4.channel.k8s.io".parse().expect("value"),
+    );
+    let mut response = app.client().send(exec).await;
+    assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
+    assert_eq!(response.headers()["upgrade"], "SPDY/3.1");
+    assert_eq!(
+        pf_headers(&response),
+        (None, None),
+        "exec bypasses flow control"
+    );
+    let upgraded = within("upgrade", hyper::upgrade::on(&mut response))
+        .await
+        .expect("upgraded");
+    let mut io = TokioIo::new(upgraded);
+    for chunk in [&b"hello"[..], b"world"] {
+        within("write", io.write_all(chunk)).await.expect("write");
+        let mut echoed = vec![0; chunk.len()];
+        within("echo", io.read_exact(&mut echoed))
+            .await
+            .expect("read");
+        assert_eq!(echoed, chunk);
+    }
+}
+
+#[tokio::test]
+async fn client_certificates_authenticate_over_http1_and_http2() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url)
+        .client_ca()
+        .upstream_token("proxy-token")
+        .flag("--identity-forwarding=impersonate")
+        .start()
+        .await;
+    let cert = app.user_cert("dave", Some("qa"));
+    for version in [Version::HTTP_11, Version::HTTP_2] {
+        // Several requests on one connection (keep-alive, or streams of one HTTP/2 connection).
+        let mut conn = app.client_with(Some(&cert), version).connect().await;
+        for n in 0..3 {
+            let path = format!("/api/v1/namespaces/ns/pods/web-{n}");
+            let response = conn.send(request("GET", &path, None, Bytes::new())).await;
+            assert_eq!(response.status(), StatusCode::OK, "{version:?}");
+            assert_eq!(response.version(), version, "ALPN picks the protocol");
+            body_bytes(response).await;
+            let seen = fake.last_request_to(&path);
+            assert_eq!(
+                seen.header_values("impersonate-user"),
+                ["dave"],
+                "{version:?}"
+            );
+        }
+        let seen = fake.last_request_to("/api/v1/namespaces/ns/pods/web-2");
+        assert_eq!(
+            seen.header_values("impersonate-user"),
+            ["dave"],
+            "{version:?}"
+        );
+        // The upstream adds `system:authenticated` to impersonated users itself.
+        assert_eq!(
+            seen.header_values("impersonate-group"),
+            ["qa"],
+            "{version:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_path_is_proxied_including_the_upstreams_health_endpoints() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    for path in ["/healthz", "/version", "/apis"] {
+        let response = app.client().get(path, None).await;
+        assert!(
+            pf_headers(&response).0.is_some(),
+            "{path} is flow-controlled"
+        );
+        body_bytes(response).await;
+        fake.last_request_to(path);
+    }
+}
+
+#[tokio::test]
+async fn a_watch_streams_over_http2() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let conn = app.client_with(None, Version::HTTP_2).connect().await;
+    let watch = conn.spawn_h2(request(
+        "GET",
+        "/api/v1/namespaces/ns/pods?watch=true",
+        None,
+        Bytes::new(),
+    ));
+    let events = within("the watch reaches the fake", fake.next_watch()).await;
+    let response = within("watch head", watch).await.expect("join");
+    assert_eq!(response.version(), Version::HTTP_2);
+    let mut body = response.into_body();
+    // A second stream on the same connection is served while the watch is open.
+    let get = conn.spawn_h2(request(
+        "GET",
+        "/api/v1/namespaces/ns/pods/web",
+        None,
+        Bytes::new(),
+    ));
+    let get = within("a GET beside the watch", get).await.expect("join");
+    assert_eq!(get.status(), StatusCode::OK);
+    events
+        .send(Bytes::from_static(b"{\"type\":\"DELETED\"}\n"))
+        .await
+        .expect("send");
+    let frame = within("a watch event", body.frame())
+        .await
+        .expect("open")
+        .expect("frame");
+    assert_eq!(
+        frame.into_data().expect("data").as_ref(),
+        b"{\"type\":\"DELETED\"}\n"
+    );
+    drop(events);
+    // HTTP/2 may close the stream with an empty DATA frame: the rest is empty and ends.
+    let rest = within("end of the watch", body.collect())
+        .await
+        .expect("clean end");
+    assert!(rest.to_bytes().is_empty());
+}
+
+#[tokio::test]
+async fn an_open_watch_is_tracked_for_mutating_estimates_until_its_caller_leaves() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let create = kube_apf_proxy::request_info::parse("POST", "/api/v1/namespaces/ns/pods")
+        .expect("request info");
+    let watchers = || {
+        app.app
+            .proxy()
+            .estimator()
+            .watches()
+            .interested_watch_count(&create)
+    };
+    let mut conn = app.client().connect().await;
+    let get = conn.send(request(
+        "GET",
+        "/api/v1/namespaces/ns/pods?watch=true",
+        None,
+        Bytes::new(),
+    ));
+    let (events, response) = within("watch", async { tokio::join!(fake.next_watch(), get) }).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(watchers(), 1, "a create in ns would notify the open watch");
+
+    drop(response);
+    drop(conn);
+    crate::support::app::eventually("the watch is forgotten", || watchers() == 0).await;
+    drop(events);
+}
+
+#[tokio::test]
+async fn large_bodies_stream_through_both_ways() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    let payload: Vec<u8> = (0..4 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
+    for version in [Version::HTTP_11, Version::HTTP_2] {
+        let post = request(
+            "POST",
+            "/api/v1/namespaces/ns/pods",
+            None,
+            Bytes::from(payload.clone()),
+        );
+        let response = app.client_with(None, version).send(post).await;
+        assert_eq!(response.status(), StatusCode::CREATED, "{version:?}");
+        assert!(
+            body_bytes(response).await == payload,
+            "{version:?}: echoed intact"
+        );
+    }
+}
+
+#[tokio::test]
+async fn object_counts_from_the_upstreams_metrics_make_lists_cost_more() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url)
+        .upstream_token("proxy-token")
+        .start()
+        .await;
+    let estimator = app.app.proxy().estimator().clone();
+    crate::support::app::eventually("object counts read at start", || {
+        let now = tokio::time::Instant::now();
+        estimator
+            .objects()
+            .get("pods", now)
+            .is_ok_and(|s| s.object_count == 5000)
+    })
+    .await;
+    let scrape = fake.last_request_to("/metrics");
+    assert_eq!(
+        scrape.header_values("authorization"),
+        ["Bearer proxy-token"],
+        "the proxy reads /metrics with its own credentials"
+    );
+    let now = tokio::time::Instant::now();
+    let list = kube_apf_proxy::request_info::parse("GET", "/api/v1/pods").expect("info");
+    // Without a count (configmaps are not in the fake's metrics) a list costs the minimum, as
+    // for an aggregated API; 5000 pods of unknown size cost the most a list may.
+    let unknown = kube_apf_proxy::request_info::parse("GET", "/api/v1/configmaps").expect("info");
+    assert_eq!(estimator.estimate(&unknown, None, None, now).max_seats(), 1);
+    assert!(
+        estimator.estimate(&list, None, None, now).max_seats() > 1,
+        "5000 pods"
+    );
+}
+
+#[tokio::test]
+async fn watches_get_upstream_http1_connections_of_their_own_beside_http2() {
+    let world = crate::support::tls_world::TlsWorld::start(true).await;
+    let app = AppBuilder::for_world(&world).start().await;
+    let response = app
+        .client()
+        .get("/api/v1/namespaces/ns/pods/web", None)
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    body_bytes(response).await;
+    let get = world.fake.last_request_to("/api/v1/namespaces/ns/pods/web");
+    assert_eq!(
+        get.version,
+        Version::HTTP_2,
+        "ordinary requests share HTTP/2"
+    );
+
+    let client = app.client();
+    let watch = tokio::spawn(async move {
+        client
+            .get("/api/v1/namespaces/ns/pods?watch=true", None)
+            .await
+    });
+    let events = within("the watch reaches the fake", world.fake.next_watch()).await;
+    let response = within("watch head", watch).await.expect("join");
+    assert_eq!(response.status(), StatusCode::OK);
+    let seen = world
+        .fake
+        .last_request_to("/api/v1/namespaces/ns/pods?watch=true");
+    assert_eq!(
+        seen.version,
+        Version::HTTP_11,
+        "a watch never takes an HTTP/2 stream"
+    );
+    drop(events);
+    body_bytes(response).await;
+}
