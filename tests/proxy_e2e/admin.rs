@@ -38,7 +38,6 @@ async fn health_endpoints_answer_on_the_admin_listener() {
 }
 
 #[tokio::test]
-#[ignore = "App::start passes no admin routes: /metrics and /debug/api_priority_and_fairness/* are not served yet"]
 async fn metrics_and_apf_dumps_are_served_on_the_admin_listener() {
     let fake = FakeApiserver::start_plain().await;
     let app = AppBuilder::new(&fake.url).start().await;
