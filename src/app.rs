@@ -38,6 +38,7 @@ use crate::fairqueue::work_estimate::WorkEstimator;
 use crate::metrics::Metrics;
 use crate::proxy::{
     empty_body, Forwarder, ForwarderConfig, Proxy, UpstreamAuth, UpstreamClient, UpstreamConfig,
+    WatchStream,
 };
 use crate::server::{
     self, shutdown_channel, ReadyFlag, Running, ServeOptions, ServeParts, ShutdownSignal,
@@ -226,19 +227,15 @@ fn secure_handler(proxy: Arc<Proxy>, watches_end: ShutdownSignal) -> Arc<dyn ser
         let proxy = Arc::clone(&proxy);
         let watches_end = watches_end.clone();
         async move {
-            let watch = is_watch(&request);
             let response = proxy.handle(request).await;
-            if watch && response.status().is_success() {
+            if response.extensions().get::<WatchStream>().is_some()
+                && response.status().is_success()
+            {
                 return response.map(|body| DrainableBody::wrap(body, watches_end));
             }
             response
         }
     })
-}
-
-fn is_watch<B>(request: &http::Request<B>) -> bool {
-    let target = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
-    crate::request_info::parse(request.method().as_str(), target).is_ok_and(|i| i.verb == "watch")
 }
 
 fn admin_handler(paths: AdminPaths) -> Arc<dyn server::Handler> {

@@ -32,7 +32,7 @@ pub use error::{
 pub use forward::{ForwardRequest, Forwarder, ForwarderConfig, ForwarderConfigError};
 pub use headers::{escape_extra_key, ForgeableHeaders, IdentityForwarding};
 pub use kubeconfig::{Kubeconfig, KubeconfigContext, KubeconfigError, PemSource};
-pub use pipeline::{Proxy, FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER};
+pub use pipeline::{Proxy, WatchStream, FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER};
 pub use timeout::{effective_timeout, parse_go_duration, GoDurationError};
 pub use token_review::TOKEN_REVIEW_PATH;
 pub use upstream_config::{

@@ -57,6 +57,11 @@ impl std::fmt::Debug for Proxy {
     }
 }
 
+/// Marks the response of a watch (in its extensions), so the server can end the stream cleanly
+/// at shutdown without deriving the request's attributes again.
+#[derive(Debug, Clone, Copy)]
+pub struct WatchStream;
+
 /// What one request has gathered so far; `finish` logs it.
 #[derive(Debug)]
 struct RequestContext {
@@ -209,7 +214,11 @@ impl Proxy {
             // back to the level while the stream goes on (the tracker entry stays until the end).
             seat.finish_early();
             drop(execution);
-            return response.map(|r| r.map(|body| SeatBody::wrap(body, None, watch, None)));
+            return response.map(|r| {
+                let mut r = r.map(|body| SeatBody::wrap(body, None, watch, None));
+                r.extensions_mut().insert(WatchStream);
+                r
+            });
         }
         let response = self.forward(ctx, request, &identity, false).await?;
         Ok(response.map(|body| SeatBody::wrap(body, Some(seat), None, Some(execution))))
