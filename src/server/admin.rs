@@ -187,12 +187,7 @@ pub struct AdminServer {
 impl AdminServer {
     /// Binds `addr` (port 0 picks a free port).
     pub async fn bind(addr: SocketAddr, routes: AdminRoutes) -> Result<Self, ServerError> {
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServerError::Bind { addr, source })?;
-        let local_addr = listener
-            .local_addr()
-            .map_err(|source| ServerError::Bind { addr, source })?;
+        let (listener, local_addr) = super::listener::bind_tcp(addr).await?;
         Ok(Self {
             listener,
             local_addr,

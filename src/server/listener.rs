@@ -133,6 +133,18 @@ impl std::fmt::Debug for SecureServer {
     }
 }
 
+/// Binds a TCP listener on `addr` (port 0 picks a free port) and returns it with the address it
+/// got; both listeners start this way.
+pub(crate) async fn bind_tcp(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), ServerError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    Ok((listener, local_addr))
+}
+
 impl SecureServer {
     /// Binds `addr` (port 0 picks a free port; see [`SecureServer::local_addr`]).
     pub async fn bind(
@@ -140,12 +152,7 @@ impl SecureServer {
         tls: Arc<rustls::ServerConfig>,
         limits: ConnectionLimits,
     ) -> Result<Self, ServerError> {
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServerError::Bind { addr, source })?;
-        let local_addr = listener
-            .local_addr()
-            .map_err(|source| ServerError::Bind { addr, source })?;
+        let (listener, local_addr) = bind_tcp(addr).await?;
         Ok(Self {
             listener,
             local_addr,
