@@ -16,7 +16,7 @@ mod reload;
 
 pub use admin_routes::{level_rows, queue_rows, request_rows, AdminPaths, DEBUG_PREFIX};
 pub use drain::DrainableBody;
-pub use readiness::{wait_for_upstream, PROBE_INTERVAL};
+pub use readiness::{wait_for_upstream, Readiness, PROBE_INTERVAL};
 pub use reload::{dir_digest, files_digest, ReloadError, Reloader, POLL_INTERVAL};
 
 use std::sync::Arc;
@@ -41,8 +41,7 @@ use crate::proxy::{
     WatchStream,
 };
 use crate::server::{
-    self, shutdown_channel, ReadyFlag, Running, ServeOptions, ServeParts, ShutdownSignal,
-    ShutdownTrigger,
+    self, shutdown_channel, Running, ServeOptions, ServeParts, ShutdownSignal, ShutdownTrigger,
 };
 
 /// How often the upstream's `/metrics` is read for object counts (the apiserver updates its
@@ -81,7 +80,7 @@ pub struct App {
     running: Running,
     proxy: Arc<Proxy>,
     metrics: Arc<Metrics>,
-    ready: ReadyFlag,
+    ready: Readiness,
     reloader: Reloader,
     end_watches: ShutdownTrigger,
     shutdown_delay: Duration,
@@ -127,7 +126,7 @@ impl App {
             .with_metrics(Arc::clone(&metrics)),
         );
         let (end_watches, watches_end) = shutdown_channel();
-        let ready = ReadyFlag::new(false);
+        let ready = Readiness::new();
         let parts = ServeParts {
             handler: secure_handler(Arc::clone(&proxy), watches_end),
             client_ca_roots: Some(authenticator.client_ca_roots()),
@@ -135,7 +134,8 @@ impl App {
                 Arc::clone(&metrics),
                 Arc::clone(&flow_control),
             ))),
-            ready: ready.clone(),
+            ready: ready.serving.clone(),
+            upstream_ready: Some(ready.upstream.clone()),
         };
         let shutdown_delay = opts.shutdown_delay_duration;
         let reload_files = (opts.config_dir.clone(), cert_files(&opts));
@@ -153,7 +153,7 @@ impl App {
             tokio::spawn(refresh_object_counts(upstream.clone(), estimator)),
             tokio::spawn(reloader.clone().run()),
         ];
-        let readiness = tokio::spawn(wait_for_upstream(upstream, ready.clone()));
+        let readiness = tokio::spawn(wait_for_upstream(upstream, ready.upstream.clone()));
         tracing::info!(
             secure = %running.secure_addr(),
             admin = %running.admin_addr(),
@@ -187,8 +187,8 @@ impl App {
         &self.metrics
     }
 
-    /// The readiness behind `/readyz`.
-    pub fn ready(&self) -> &ReadyFlag {
+    /// The readiness behind `/readyz`: the upstream has answered and shutdown has not started.
+    pub fn ready(&self) -> &Readiness {
         &self.ready
     }
 

@@ -90,8 +90,11 @@ pub struct ServeParts {
     pub client_ca_roots: Option<Vec<CertificateDer<'static>>>,
     /// Admin paths other than the health endpoints (`/metrics`, `/debug/...`).
     pub admin_routes: Option<Arc<dyn Handler>>,
-    /// Readiness; `/readyz` fails while it is false and from the moment shutdown starts.
+    /// The `shutdown` check of `/readyz`: fails while it is false and from the moment shutdown
+    /// starts.
     pub ready: ReadyFlag,
+    /// The `upstream` check of `/readyz`, if the caller has one.
+    pub upstream_ready: Option<ReadyFlag>,
 }
 
 impl ServeParts {
@@ -102,6 +105,7 @@ impl ServeParts {
             client_ca_roots: None,
             admin_routes: None,
             ready: ReadyFlag::new(true),
+            upstream_ready: None,
         }
     }
 }
@@ -139,6 +143,7 @@ pub async fn start(opts: ServeOptions, parts: ServeParts) -> Result<Running, Ser
     .await?;
     let routes = AdminRoutes {
         ready: parts.ready.clone(),
+        upstream: parts.upstream_ready,
         other: parts.admin_routes,
     };
     let admin = AdminServer::bind(opts.admin_address, routes).await?;

@@ -57,3 +57,34 @@ async fn probe(upstream: &UpstreamClient) -> Result<StatusCode, crate::proxy::Bo
     }
     Ok(status)
 }
+
+/// The two checks behind `/readyz`, each reported under its own name: `upstream` (false until the
+/// upstream has answered) and `shutdown` (false from the moment shutdown starts).
+#[derive(Debug, Clone)]
+pub struct Readiness {
+    /// Set by [`wait_for_upstream`].
+    pub upstream: ReadyFlag,
+    /// Cleared by the server when shutdown starts.
+    pub serving: ReadyFlag,
+}
+
+impl Readiness {
+    /// Not ready until the upstream answers; serving.
+    pub fn new() -> Self {
+        Readiness {
+            upstream: ReadyFlag::new(false),
+            serving: ReadyFlag::new(true),
+        }
+    }
+
+    /// Whether `/readyz` passes: both checks do.
+    pub fn is_ready(&self) -> bool {
+        self.upstream.is_ready() && self.serving.is_ready()
+    }
+}
+
+impl Default for Readiness {
+    fn default() -> Self {
+        Readiness::new()
+    }
+}

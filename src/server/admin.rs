@@ -47,8 +47,11 @@ impl ReadyFlag {
 /// What the admin listener serves.
 #[derive(Clone)]
 pub struct AdminRoutes {
-    /// The readiness behind `/readyz`.
+    /// The `shutdown` check of `/readyz`: false once shutdown starts.
     pub ready: ReadyFlag,
+    /// The `upstream` check of `/readyz`, when the caller has one: false until the upstream has
+    /// answered.
+    pub upstream: Option<ReadyFlag>,
     /// Every path other than the health endpoints (`/metrics`, `/debug/...`); it answers 404
     /// itself for paths it does not know. Without it such paths get a 404 Status.
     pub other: Option<Arc<dyn Handler>>,
@@ -58,6 +61,7 @@ impl std::fmt::Debug for AdminRoutes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AdminRoutes")
             .field("ready", &self.ready)
+            .field("upstream", &self.upstream)
             .field("other", &self.other.is_some())
             .finish()
     }
@@ -66,7 +70,11 @@ impl std::fmt::Debug for AdminRoutes {
 impl AdminRoutes {
     /// Health endpoints only.
     pub fn new(ready: ReadyFlag) -> Self {
-        Self { ready, other: None }
+        Self {
+            ready,
+            upstream: None,
+            other: None,
+        }
     }
 
     /// Answers one admin request.
@@ -82,7 +90,14 @@ impl AdminRoutes {
         };
         let checks = match endpoint {
             "healthz" | "livez" => vec![("ping", true)],
-            "readyz" => vec![("ping", true), ("shutdown", self.ready.is_ready())],
+            "readyz" => {
+                let mut checks = vec![("ping", true)];
+                if let Some(upstream) = &self.upstream {
+                    checks.push(("upstream", upstream.is_ready()));
+                }
+                checks.push(("shutdown", self.ready.is_ready()));
+                checks
+            }
             _ => Vec::new(),
         };
         match check {

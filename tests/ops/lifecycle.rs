@@ -32,6 +32,10 @@ async fn readiness_waits_for_an_upstream_that_does_not_answer() {
     assert!(!world.app().ready().is_ready());
     let (status, _) = world.admin("/readyz").await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    // The reason is named: the upstream, not a shutdown.
+    let (_, verbose) = world.admin("/readyz?verbose").await;
+    assert!(verbose.contains("[-]upstream failed"), "{verbose}");
+    assert!(verbose.contains("[+]shutdown ok"), "{verbose}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -95,6 +95,7 @@ async fn health_endpoints_answer_as_the_apiserver() {
 async fn other_admin_paths_go_to_the_given_routes() {
     let routes = AdminRoutes {
         ready: ReadyFlag::new(true),
+        upstream: None,
         other: Some(Arc::new(|request: Request<Incoming>| async move {
             http::Response::new(full_body(format!("metrics for {}", request.uri().path())))
         })),
