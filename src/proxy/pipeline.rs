@@ -70,7 +70,7 @@ struct RequestContext {
     method: http::Method,
     auth_method: Option<AuthMethod>,
     user: String,
-    info: Option<RequestInfo>,
+    info: Option<Arc<RequestInfo>>,
     classification: Option<Classification>,
     estimate: Option<WorkEstimate>,
     waited: Duration,
@@ -148,10 +148,11 @@ impl Proxy {
         B::Error: Into<super::BoxError>,
     {
         let identity = self.authenticate(ctx, &request).await?;
-        let info = attributes(&request)?;
+        // Shared with the context (for the access log) rather than copied field by field.
+        let info = Arc::new(attributes(&request)?);
         let query = request.uri().query().map(str::to_owned);
         let long_running = request_info::is_long_running(&info);
-        ctx.info = Some(info.clone());
+        ctx.info = Some(Arc::clone(&info));
         if long_running && info.verb != "watch" {
             // Like the apiserver: exec, attach, port-forward, proxy and log follow bypass APF.
             return self.forward(ctx, request, &identity, true).await;
