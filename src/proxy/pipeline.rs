@@ -147,12 +147,20 @@ impl Proxy {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<super::BoxError>,
     {
-        let identity = self.authenticate(ctx, &request).await?;
+        // The apiserver's outer filters (RequestInfo, then RequestDeadline) run before
+        // authentication and flow control: a request they refuse gets 400 from any caller and
+        // never reaches a queue.
         // Shared with the context (for the access log) rather than copied field by field.
         let info = Arc::new(attributes(&request)?);
         let query = request.uri().query().map(str::to_owned);
         let long_running = request_info::is_long_running(&info);
         ctx.info = Some(Arc::clone(&info));
+        let timeout = if long_running {
+            self.request_timeout
+        } else {
+            effective_timeout(query.as_deref(), self.request_timeout)?
+        };
+        let identity = self.authenticate(ctx, &request).await?;
         if long_running && info.verb != "watch" {
             // Like the apiserver: exec, attach, port-forward, proxy and log follow bypass APF.
             return self.forward(ctx, request, &identity, true).await;
@@ -177,11 +185,6 @@ impl Proxy {
         let (pl_name, fs_name) = (&*class.priority_level.name, &*class.flow_schema.name);
         let labels = (pl_name, fs_name);
         metering::record_estimate(&self.metrics, &self.estimator, labels, &info, &estimate);
-        let timeout = if long_running {
-            self.request_timeout
-        } else {
-            effective_timeout(query.as_deref(), self.request_timeout)?
-        };
         let admit = AdmitRequest {
             estimate,
             hash: class.flow_hash,

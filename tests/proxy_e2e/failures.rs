@@ -116,6 +116,24 @@ async fn a_malformed_target_gets_400_and_never_reaches_the_upstream() {
 }
 
 #[tokio::test]
+async fn an_invalid_timeout_gets_400_before_authentication_and_flow_control() {
+    // The apiserver's RequestDeadline filter runs outside authentication and APF.
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url)
+        .token_file()
+        .flag("--anonymous-auth=false")
+        .start()
+        .await;
+    let response = app
+        .client()
+        .get("/api/v1/namespaces/ns/pods?timeout=soon", None)
+        .await;
+    assert_eq!(pf_headers(&response), (None, None), "never classified");
+    assert_status(response, 400, "BadRequest").await;
+    assert!(fake.requests().iter().all(|r| !r.path.contains("/pods")));
+}
+
+#[tokio::test]
 async fn a_watch_to_an_upstream_that_is_down_gives_503_and_its_seat_back() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}", closed.local_addr().expect("addr"));
