@@ -12,12 +12,14 @@
 mod tabwriter;
 mod time;
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 pub use tabwriter::TabWriter;
 pub use time::{format_rfc3339_nano, format_seat_seconds, seat_seconds_from_f64, WallClock};
 
 use super::format_duration;
+use crate::request_info::RequestInfo;
 
 /// The query parameter that adds the request-detail columns to `dump_requests`.
 pub const INCLUDE_REQUEST_DETAILS: &str = "includeRequestDetails";
@@ -97,27 +99,15 @@ pub struct RequestRow {
     pub details: Option<RequestDetails>,
 }
 
-/// The columns `?includeRequestDetails=…` adds.
+/// The columns `?includeRequestDetails=…` adds: the user and the request's attributes, shared
+/// with the request rather than copied.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RequestDetails {
     /// The user's name.
     pub user_name: String,
-    /// The RequestInfo verb.
-    pub verb: String,
-    /// The request path.
-    pub path: String,
-    /// The namespace.
-    pub namespace: String,
-    /// The object name.
-    pub name: String,
-    /// The API group (empty for the core group).
-    pub api_group: String,
-    /// The API version.
-    pub api_version: String,
-    /// The resource.
-    pub resource: String,
-    /// The subresource.
-    pub subresource: String,
+    /// The request's attributes (verb, path, namespace, name, group, version, resource,
+    /// subresource are printed).
+    pub request: Arc<RequestInfo>,
 }
 
 /// Whether a query string asks for request details: the first `includeRequestDetails` value is
@@ -252,21 +242,22 @@ fn detail_cells(details: Option<&RequestDetails>) -> [String; 8] {
     let Some(d) = details else {
         return Default::default();
     };
+    let r = &*d.request;
     // schema.GroupVersion.String(): "group/version", or just the version for the core group.
-    let api_version = if d.api_group.is_empty() {
-        d.api_version.clone()
+    let api_version = if r.api_group.is_empty() {
+        r.api_version.clone()
     } else {
-        format!("{}/{}", d.api_group, d.api_version)
+        format!("{}/{}", r.api_group, r.api_version)
     };
     [
         d.user_name.clone(),
-        d.verb.clone(),
-        d.path.clone(),
-        d.namespace.clone(),
-        d.name.clone(),
+        r.verb.clone(),
+        r.path.clone(),
+        r.namespace.clone(),
+        r.name.clone(),
         api_version,
-        d.resource.clone(),
-        d.subresource.clone(),
+        r.resource.clone(),
+        r.subresource.clone(),
     ]
 }
 

@@ -117,16 +117,9 @@ pub(super) fn record_upstream<T>(
 }
 
 /// The `dump_requests?includeRequestDetails=1` columns of a request.
-pub(super) fn request_details(identity: &Identity, info: &RequestInfo) -> Arc<RequestDetails> {
+pub(super) fn request_details(identity: &Identity, info: &Arc<RequestInfo>) -> Arc<RequestDetails> {
     Arc::new(RequestDetails {
         user_name: identity.user.clone(),
-        verb: info.verb.clone(),
-        path: info.path.clone(),
-        namespace: info.namespace.clone(),
-        name: info.name.clone(),
-        api_group: info.api_group.clone(),
-        api_version: info.api_version.clone(),
-        resource: info.resource.clone(),
-        subresource: info.subresource.clone(),
+        request: Arc::clone(info),
     })
 }

@@ -254,16 +254,21 @@ fn request_details_add_eight_columns_and_group_version() {
     let mut with = request(-1, -1, Some(UNIX_EPOCH));
     with.details = Some(RequestDetails {
         user_name: "alice".into(),
-        verb: "list".into(),
-        path: "/apis/apps/v1/deployments".into(),
-        api_group: "apps".into(),
-        api_version: "v1".into(),
-        resource: "deployments".into(),
-        ..RequestDetails::default()
+        request: Arc::new(RequestInfo {
+            verb: "list".into(),
+            path: "/apis/apps/v1/deployments".into(),
+            api_group: "apps".into(),
+            api_version: "v1".into(),
+            resource: "deployments".into(),
+            ..RequestInfo::default()
+        }),
     });
     let mut core = request(-1, -1, Some(UNIX_EPOCH));
     core.details = Some(RequestDetails {
-        api_version: "v1".into(),
+        request: Arc::new(RequestInfo {
+            api_version: "v1".into(),
+            ..RequestInfo::default()
+        }),
         ..RequestDetails::default()
     });
     let text = dump_requests(&[with, core, request(0, 0, None)], true);
