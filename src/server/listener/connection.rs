@@ -4,7 +4,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
@@ -17,7 +17,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use super::{ConnectionLimits, ServerStats};
@@ -84,15 +84,15 @@ pub(super) async fn serve(
         "TLS established"
     );
     let builder = ctx.builders.for_alpn(session.alpn_protocol());
-    let (in_flight_tx, in_flight_rx) = watch::channel(0usize);
+    let activity = Arc::new(Activity::new());
     let service = ConnectionService {
         handler: ctx.handler.clone(),
         info,
-        in_flight: Arc::new(in_flight_tx),
+        activity: Arc::clone(&activity),
     };
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
     tokio::pin!(conn);
-    let idle = idle(in_flight_rx, ctx.limits.idle_timeout);
+    let idle = idle(activity, ctx.limits.idle_timeout);
     tokio::pin!(idle);
     let mut closing = false;
     loop {
@@ -124,17 +124,59 @@ fn handshake_failed(ctx: &Context, error: &str) {
 }
 
 /// Completes once no request has been in flight for `timeout`.
-async fn idle(mut in_flight: watch::Receiver<usize>, timeout: Duration) {
+///
+/// Requests only touch two atomics; this future wakes once per `timeout` at most, rather than
+/// on every request's start and end (a timer armed and cancelled per request showed up in
+/// profiles of the request path).
+async fn idle(activity: Arc<Activity>, timeout: Duration) {
+    let mut deadline = activity.started + timeout;
     loop {
-        let idle_now = *in_flight.borrow_and_update() == 0;
-        if idle_now {
-            tokio::select! {
-                () = tokio::time::sleep(timeout) => return,
-                changed = in_flight.changed() => if changed.is_err() { return },
-            }
-        } else if in_flight.changed().await.is_err() {
-            return;
+        tokio::time::sleep_until(deadline).await;
+        let now = Instant::now();
+        deadline = match activity.idle_since() {
+            Some(since) if since + timeout <= now => return,
+            Some(since) => since + timeout,
+            None => now + timeout,
+        };
+    }
+}
+
+/// Requests in flight on one connection and when the last one ended.
+#[derive(Debug)]
+struct Activity {
+    started: Instant,
+    in_flight: AtomicUsize,
+    /// Nanoseconds from `started` to the end of the last request.
+    idle_since_nanos: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            started: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            idle_since_nanos: AtomicU64::new(0),
         }
+    }
+
+    fn enter(&self) {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn exit(&self) {
+        // Stored before the count drops, so whoever sees zero also sees this end.
+        let nanos = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.idle_since_nanos.fetch_max(nanos, Ordering::SeqCst);
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// When the connection became idle; `None` while a request is in flight.
+    fn idle_since(&self) -> Option<Instant> {
+        if self.in_flight.load(Ordering::SeqCst) != 0 {
+            return None;
+        }
+        let nanos = self.idle_since_nanos.load(Ordering::SeqCst);
+        Some(self.started + Duration::from_nanos(nanos))
     }
 }
 
@@ -207,7 +249,7 @@ impl Drop for ActiveConnection<'_> {
 struct ConnectionService {
     handler: Arc<dyn Handler>,
     info: ConnectionInfo,
-    in_flight: Arc<watch::Sender<usize>>,
+    activity: Arc<Activity>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for ConnectionService {
@@ -217,7 +259,7 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
 
     fn call(&self, mut request: Request<Incoming>) -> Self::Future {
         request.extensions_mut().insert(self.info.clone());
-        let guard = InFlight::enter(self.in_flight.clone());
+        let guard = InFlight::enter(Arc::clone(&self.activity));
         let response = self.handler.handle(request);
         Box::pin(async move {
             let response = response.await;
@@ -230,18 +272,18 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
 }
 
 /// One request in flight: from the call until its response body is finished or dropped.
-struct InFlight(Arc<watch::Sender<usize>>);
+struct InFlight(Arc<Activity>);
 
 impl InFlight {
-    fn enter(counter: Arc<watch::Sender<usize>>) -> Self {
-        counter.send_modify(|n| *n += 1);
-        Self(counter)
+    fn enter(activity: Arc<Activity>) -> Self {
+        activity.enter();
+        Self(activity)
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.send_modify(|n| *n = n.saturating_sub(1));
+        self.0.exit();
     }
 }
 
@@ -268,5 +310,41 @@ impl Body for TrackedBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TIMEOUT: Duration = Duration::from_secs(90);
+
+    /// When `idle` completes, measured from the start, with a request in flight over `busy`
+    /// (seconds from the start).
+    async fn closes_after(busy: Option<(u64, u64)>) -> u64 {
+        let start = Instant::now();
+        let activity = Arc::new(Activity::new());
+        let idle = tokio::spawn(idle(Arc::clone(&activity), TIMEOUT));
+        if let Some((from, to)) = busy {
+            tokio::time::sleep(Duration::from_secs(from)).await;
+            let guard = InFlight::enter(Arc::clone(&activity));
+            tokio::time::sleep(Duration::from_secs(to - from)).await;
+            drop(guard);
+        }
+        idle.await.expect("idle task");
+        start.elapsed().as_secs()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_without_requests_is_idle_after_the_timeout() {
+        assert_eq!(closes_after(None).await, 90);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_idle_timeout_counts_from_the_end_of_the_last_request() {
+        // Ends before the first check, during a check period, and after several periods.
+        assert_eq!(closes_after(Some((10, 30))).await, 120);
+        assert_eq!(closes_after(Some((80, 100))).await, 190);
+        assert_eq!(closes_after(Some((1, 400))).await, 490);
     }
 }
