@@ -56,6 +56,7 @@ impl Driver {
                 flow_schema: Arc::from("service-accounts"),
                 flow_distinguisher: String::new(),
                 details: None,
+                mutating: false,
             },
             executing: VecDeque::new(),
         }
@@ -140,6 +141,7 @@ fn async_uncontended(c: &mut Criterion) {
         flow_schema: Arc::from("service-accounts"),
         flow_distinguisher: String::new(),
         details: None,
+        mutating: false,
     };
     let mut i = 0u64;
     c.bench_function("async_uncontended/64", |b| {

@@ -139,6 +139,7 @@ impl LevelQueues {
         let arrived = Instant::now();
         let deadline = arrived + req.wait_limit;
         let flow_schema = Arc::clone(&req.flow.flow_schema);
+        let mutating = req.flow.mutating;
         let seats = req.estimate.max_seats();
         let arrival = Arrival {
             estimate: req.estimate,
@@ -173,12 +174,14 @@ impl LevelQueues {
         };
         if let Some(o) = &self.observer {
             o.enqueued(&self.name, &flow_schema, seats, queue_length);
+            o.waiting_changed(mutating, 1);
         }
         let mut guard = WaitGuard {
             level: Arc::clone(self),
             id: Some(id),
             flow_schema,
             seats,
+            mutating,
             arrived,
         };
         let woken = tokio::time::timeout_at(deadline, rx).await.is_ok();
@@ -203,6 +206,7 @@ impl LevelQueues {
         drop(st);
         if let Some(o) = &self.observer {
             o.dequeued(&self.name, &flow_schema, seats, outcome.is_ok());
+            o.waiting_changed(mutating, -1);
         }
         match outcome {
             Ok(held) => Ok(self.seat(id, waited, flow_schema, held)),
@@ -341,6 +345,7 @@ struct WaitGuard {
     id: Option<RequestId>,
     flow_schema: Arc<str>,
     seats: u32,
+    mutating: bool,
     arrived: Instant,
 }
 
@@ -361,6 +366,7 @@ impl Drop for WaitGuard {
         let dispatched = state == Some(RequestState::Executing);
         if let Some(o) = &level.observer {
             o.dequeued(&level.name, &self.flow_schema, self.seats, dispatched);
+            o.waiting_changed(self.mutating, -1);
             if state == Some(RequestState::Waiting) {
                 o.cancelled(
                     &level.name,
@@ -451,6 +457,10 @@ pub trait AdmissionObserver: Send + Sync {
     /// Seats were taken (`delta > 0`, execution starts) or given back (`delta < 0`, after any
     /// lingering), exempt levels included.
     fn seats_changed(&self, _priority_level: &str, _flow_schema: &str, _delta: i64) {}
+
+    /// A mutating (or read-only) request entered (`delta = 1`) or left (`-1`) a queue of any
+    /// level: the apiserver's `queueNote` (`read_vs_write_current_requests{phase="waiting"}`).
+    fn waiting_changed(&self, _mutating: bool, _delta: i64) {}
 }
 
 #[cfg(test)]

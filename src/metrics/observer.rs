@@ -75,6 +75,15 @@ impl AdmissionObserver for Metrics {
         gauges.seats_executing.add(now, delta as f64);
         gauges.seat_demand.add(now, delta as f64);
     }
+
+    fn waiting_changed(&self, mutating: bool, delta: i64) {
+        let kind = if mutating {
+            RequestKind::Mutating
+        } else {
+            RequestKind::ReadOnly
+        };
+        self.add_read_vs_write(Instant::now(), Phase::Waiting, kind, delta);
+    }
 }
 
 #[cfg(test)]
@@ -128,5 +137,24 @@ mod tests {
         assert_eq!(value(&text, rejected), Some(1.0));
         let waited = r#"apiserver_flowcontrol_request_wait_duration_seconds_sum{execute="true",flow_schema="fs",priority_level="pl"}"#;
         assert_eq!(value(&text, waited), Some(0.3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queued_requests_feed_the_waiting_read_vs_write_gauge() {
+        let metrics = Metrics::new();
+        let t0 = tokio::time::Instant::now();
+        metrics.set_read_vs_write_denominators(t0, 10, 600);
+        let observer: &dyn AdmissionObserver = metrics.as_ref();
+        observer.waiting_changed(true, 1);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        observer.waiting_changed(true, -1);
+        let text = metrics.encode_at(tokio::time::Instant::now());
+        // One mutating request of a limit of ten waited two seconds: 0.1 × 2e9 ns (timing
+        // histograms weigh each value by the nanoseconds it was in force).
+        let sum = r#"apiserver_flowcontrol_read_vs_write_current_requests_sum{phase="waiting",request_kind="mutating"}"#;
+        let got = value(&text, sum).expect("the waiting member exists");
+        assert!((got - 2e8).abs() < 1.0, "{got}");
+        let read_only = r#"apiserver_flowcontrol_read_vs_write_current_requests_sum{phase="waiting",request_kind="readOnly"}"#;
+        assert_eq!(value(&text, read_only).unwrap_or(0.0), 0.0);
     }
 }

@@ -192,6 +192,8 @@ impl Proxy {
                 flow_schema: Arc::from(class.flow_schema.name.as_str()),
                 flow_distinguisher: class.flow_distinguisher.clone(),
                 details: Some(metering::request_details(&identity, &info)),
+                mutating: crate::metrics::RequestKind::of_verb(&info.verb)
+                    == crate::metrics::RequestKind::Mutating,
             },
             wait_limit: wait_limit(timeout).saturating_sub(now - ctx.received_at),
         };

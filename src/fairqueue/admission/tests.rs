@@ -29,6 +29,7 @@ fn req(seats: u32, hash: u64) -> AdmitRequest {
             flow_schema: Arc::from("service-accounts"),
             flow_distinguisher: "alice".into(),
             details: None,
+            mutating: false,
         },
         wait_limit: Duration::from_secs(15),
     }
@@ -251,6 +252,9 @@ impl AdmissionObserver for Recorder {
     fn seats_changed(&self, _: &str, _: &str, delta: i64) {
         self.push(format!("seats {delta:+}"));
     }
+    fn waiting_changed(&self, mutating: bool, delta: i64) {
+        self.push(format!("waiting mutating={mutating} {delta:+}"));
+    }
 }
 
 impl Recorder {
@@ -279,7 +283,9 @@ async fn observer_sees_queueing_and_seats_per_flow_schema() {
     let first = l.admit(wide).await.expect("free seats");
     assert_eq!(rec.take(), vec!["seats +2"]);
 
-    let mut waiting = Box::pin(l.admit(req(1, 2)));
+    let mut mutating = req(1, 2);
+    mutating.flow.mutating = true;
+    let mut waiting = Box::pin(l.admit(mutating));
     assert!(poll_once(&mut waiting).is_pending());
     tokio::time::advance(Duration::from_millis(5)).await;
     drop(waiting);
@@ -287,7 +293,9 @@ async fn observer_sees_queueing_and_seats_per_flow_schema() {
         rec.take(),
         vec![
             "enqueued workload-low service-accounts 1 len=1",
+            "waiting mutating=true +1",
             "dequeued 1 dispatched=false",
+            "waiting mutating=true -1",
             "cancelled after 5ms",
         ]
     );
@@ -298,7 +306,10 @@ async fn observer_sees_queueing_and_seats_per_flow_schema() {
     drop(first);
     assert_eq!(
         rec.take(),
-        vec!["enqueued workload-low service-accounts 1 len=1"]
+        vec![
+            "enqueued workload-low service-accounts 1 len=1",
+            "waiting mutating=false +1"
+        ]
     );
     let second = next
         .await
@@ -306,7 +317,12 @@ async fn observer_sees_queueing_and_seats_per_flow_schema() {
         .expect("dispatched after the lingering");
     assert_eq!(
         rec.take(),
-        vec!["seats -2", "dequeued 1 dispatched=true", "seats +1"]
+        vec![
+            "seats -2",
+            "dequeued 1 dispatched=true",
+            "waiting mutating=false -1",
+            "seats +1"
+        ]
     );
     drop(second);
     assert_eq!(rec.take(), vec!["seats -1"]);

@@ -39,6 +39,7 @@ fn req(hash: u64) -> AdmitRequest {
             flow_schema: Arc::from("fs"),
             flow_distinguisher: String::new(),
             details: None,
+            mutating: false,
         },
         wait_limit: Duration::from_secs(15),
     }

@@ -26,6 +26,7 @@ pub(super) fn arrival(estimate: WorkEstimate, hash: u64) -> Arrival {
             flow_schema: Arc::from("fs"),
             flow_distinguisher: format!("flow-{hash}"),
             details: None,
+            mutating: false,
         },
     }
 }

@@ -63,6 +63,9 @@ pub struct FlowMeta {
     pub flow_distinguisher: String,
     /// Who asked for what, for `dump_requests?includeRequestDetails=1`; `None` prints empty cells.
     pub details: Option<Arc<crate::server::debug_dump::RequestDetails>>,
+    /// Whether the request mutates (its verb is not `get`, `list` or `watch`), for the
+    /// read-versus-write waiting gauge.
+    pub mutating: bool,
 }
 
 /// What a queue set needs to know about an arriving request.
