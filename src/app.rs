@@ -138,7 +138,7 @@ impl App {
             upstream_ready: Some(ready.upstream.clone()),
         };
         let shutdown_delay = opts.shutdown_delay_duration;
-        let reload_files = (opts.config_dir.clone(), cert_files(&opts));
+        let reload_files = (opts.config_dir.clone(), cert_files(&opts), ca_files(&opts));
         let running = server::start(opts, parts).await?;
         metrics.register_server_stats(running.stats())?;
         let reloader = Reloader {
@@ -147,6 +147,8 @@ impl App {
             config_dir: reload_files.0,
             tls: running.tls().clone(),
             cert_files: reload_files.1,
+            authenticator: Arc::clone(&authenticator),
+            ca_files: reload_files.2,
         };
         let tasks = vec![
             tokio::spawn(adjust_borrowing(flow_control, Arc::clone(&metrics))),
@@ -248,6 +250,14 @@ fn admin_handler(paths: AdminPaths) -> Arc<dyn server::Handler> {
 
 fn cert_files(opts: &ServeOptions) -> Vec<std::path::PathBuf> {
     [&opts.tls_cert_file, &opts.tls_private_key_file]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect()
+}
+
+fn ca_files(opts: &ServeOptions) -> Vec<std::path::PathBuf> {
+    [&opts.client_ca_file, &opts.requestheader_client_ca_file]
         .into_iter()
         .flatten()
         .cloned()

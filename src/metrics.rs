@@ -28,6 +28,7 @@ use tokio::time::Instant;
 
 pub use flowcontrol::{DispatchR, PriorityLevelGauges};
 pub use labels::{ExecutionType, Phase, RejectReason, RequestKind, UpstreamOutcome};
+pub use proxy::CertificateKind;
 pub use timing_ratio::{RatioedGauge, TimingRatioHistogramVec};
 
 /// Every metric the proxy exports, in one registry.

@@ -33,7 +33,9 @@ pub use options::{
     parse_upstream_url, IdentityForwarding, LogFormat, ServeOptions, UpstreamUrlError,
 };
 pub use shutdown::{shutdown_channel, ShutdownSignal, ShutdownTrigger};
-pub use tls::{build_server_tls, load_client_ca_roots, ServerTls, TlsError, TlsSettings};
+pub use tls::{
+    build_server_tls, load_client_ca_roots, ServerTls, TlsConfigCell, TlsError, TlsSettings,
+};
 
 pub use crate::proxy::{full_body, BoxError, ProxyBody};
 
@@ -137,7 +139,7 @@ pub async fn start(opts: ServeOptions, parts: ServeParts) -> Result<Running, Ser
     let tls = build_server_tls(&settings)?;
     let server = SecureServer::bind(
         opts.secure_address(),
-        tls.config.clone(),
+        tls.cell.clone(),
         ConnectionLimits::from_options(&opts),
     )
     .await?;

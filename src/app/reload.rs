@@ -1,13 +1,15 @@
-//! Hot reload: the flow-control configuration directory and the serving certificate, polled for
-//! changes every [`POLL_INTERVAL`] and re-read on SIGHUP.
+//! Hot reload: the flow-control configuration directory, the serving certificate and the client
+//! CAs, polled for changes every [`POLL_INTERVAL`] and re-read on SIGHUP.
 //!
 //! Polling content digests instead of using inotify (the `notify` crate) because the files are
 //! few and small, it works the same on every file system (Kubernetes ConfigMap and Secret volumes
 //! swap a `..data` symlink, which inotify watchers often miss), and it needs no new dependency.
 //! A valid configuration is applied with [`FlowControl::apply_config`] (queued and executing
 //! requests stay); an invalid one is rejected whole, each problem logged, and the last good one
-//! stays. Client CAs are not reloaded: the handshake's verifier is built once (restart to
-//! change them).
+//! stays. Changed client CA files (`--client-ca-file`, `--requestheader-client-ca-file`) are
+//! read again as the apiserver's `DynamicFileCAContent` does: the authenticators and the
+//! handshake's verifier take the new bundle together; an unusable file is refused, logged and
+//! counted, and its last good bundle stays.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,9 +18,10 @@ use std::time::{Duration, SystemTime};
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
+use crate::auth::Authenticator;
 use crate::config::{self, ConfigError};
 use crate::fairqueue::controller::FlowControl;
-use crate::metrics::Metrics;
+use crate::metrics::{CertificateKind, Metrics};
 use crate::server::ServerTls;
 
 /// How often the watched files are checked.
@@ -53,6 +56,10 @@ pub struct Reloader {
     pub tls: ServerTls,
     /// `--tls-cert-file` and `--tls-private-key-file`, when given.
     pub cert_files: Vec<PathBuf>,
+    /// The authenticators holding the client CA bundles.
+    pub authenticator: Arc<Authenticator>,
+    /// `--client-ca-file` and `--requestheader-client-ca-file`, when given.
+    pub ca_files: Vec<PathBuf>,
 }
 
 impl Reloader {
@@ -96,11 +103,41 @@ impl Reloader {
     /// Reads the serving certificate files again; the current certificate stays on error.
     pub fn reload_tls(&self) {
         match self.tls.reload() {
-            Ok(_) => {}
+            Ok(reloaded) => {
+                if reloaded {
+                    self.metrics
+                        .record_certificate_reload(CertificateKind::Serving, true);
+                }
+            }
             Err(error) => {
+                self.metrics
+                    .record_certificate_reload(CertificateKind::Serving, false);
                 tracing::error!(%error, "Serving certificate not reloaded; the current one stays")
             }
         }
+    }
+
+    /// Reads the client CA bundles again; each unusable one keeps its last good bundle. The
+    /// handshake's verifier follows whatever the authenticators then hold.
+    pub fn reload_client_cas(&self) {
+        if self.ca_files.is_empty() {
+            return;
+        }
+        let bundles = self.authenticator.reload_client_cas();
+        if let Err(error) = &bundles {
+            tracing::error!(%error, "Client CA bundle not reloaded; the last good one stays");
+        }
+        if matches!(bundles, Ok(false)) {
+            return;
+        }
+        let roots = self.authenticator.client_ca_roots();
+        let handshake = self.tls.set_client_ca_roots(&roots);
+        if let Err(error) = &handshake {
+            tracing::error!(%error, "Client CAs of the TLS handshake not replaced");
+        }
+        let success = bundles.is_ok() && handshake.is_ok();
+        self.metrics
+            .record_certificate_reload(CertificateKind::ClientCa, success);
     }
 
     /// Watches until aborted: polls the files and reloads what changed; on SIGHUP reloads both.
@@ -109,14 +146,15 @@ impl Reloader {
     pub fn run(self) -> impl std::future::Future<Output = ()> + Send {
         let config_stamp = self.config_dir.as_deref().map(dir_digest);
         let cert_stamp = files_digest(&self.cert_files);
+        let ca_stamp = files_digest(&self.ca_files);
         let hangups = hangups();
-        self.watch(config_stamp, cert_stamp, hangups)
+        self.watch(config_stamp, [cert_stamp, ca_stamp], hangups)
     }
 
     async fn watch(
         self,
         mut config_stamp: Option<[u8; 32]>,
-        mut cert_stamp: [u8; 32],
+        [mut cert_stamp, mut ca_stamp]: [[u8; 32]; 2],
         mut hangups: Hangups,
     ) {
         let mut ticks = tokio::time::interval(POLL_INTERVAL);
@@ -140,6 +178,11 @@ impl Reloader {
             if forced || stamp != cert_stamp {
                 cert_stamp = stamp;
                 self.reload_tls();
+            }
+            let stamp = files_digest(&self.ca_files);
+            if forced || stamp != ca_stamp {
+                ca_stamp = stamp;
+                self.reload_client_cas();
             }
         }
     }

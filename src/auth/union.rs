@@ -82,6 +82,18 @@ pub struct Authenticator {
     stats: Arc<AuthStats>,
 }
 
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator")
+            .field("request_header", &self.request_header.is_some())
+            .field("client_cert", &self.client_cert.is_some())
+            .field("token_file", &self.token_file.is_some())
+            .field("token_review", &self.token_review.is_some())
+            .field("anonymous", &self.anonymous)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Authenticator {
     /// Loads the CA bundles and token file and checks the settings.
     pub fn new(cfg: AuthConfig) -> Result<Self, AuthConfigError> {
@@ -274,21 +286,42 @@ impl Authenticator {
     /// client-certificate verifier. Empty when neither is configured.
     pub fn client_ca_roots(&self) -> Vec<CertificateDer<'static>> {
         let mut roots: Vec<CertificateDer<'static>> = Vec::new();
-        let bundles = self
-            .client_cert
-            .iter()
-            .map(ClientCertAuthenticator::ca)
-            .chain(
-                self.request_header
-                    .iter()
-                    .map(RequestHeaderAuthenticator::ca),
-            );
-        for cert in bundles.flat_map(CaBundle::certs) {
-            if !roots.contains(cert) {
-                roots.push(cert.clone());
+        for cert in self.ca_bundles().flat_map(CaBundle::certs) {
+            if !roots.contains(&cert) {
+                roots.push(cert);
             }
         }
         roots
+    }
+
+    fn ca_bundles(&self) -> impl Iterator<Item = &CaBundle> {
+        let client = self.client_cert.iter().map(ClientCertAuthenticator::ca);
+        let front_proxy = self
+            .request_header
+            .iter()
+            .map(RequestHeaderAuthenticator::ca);
+        client.chain(front_proxy)
+    }
+
+    /// Reads `--client-ca-file` and `--requestheader-client-ca-file` again. `Ok(true)` when
+    /// either changed (new authentications use it; the server's handshake verifier should take
+    /// [`client_ca_roots`](Self::client_ca_roots) again). A file that cannot be used is refused
+    /// and its last good bundle stays; the other one is still reloaded.
+    pub fn reload_client_cas(&self) -> Result<bool, AuthConfigError> {
+        let mut changed = false;
+        let mut first_error = None;
+        for bundle in self.ca_bundles() {
+            match bundle.reload() {
+                Ok(c) => changed |= c,
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        match first_error {
+            Some(error) => Err(error),
+            None => Ok(changed),
+        }
     }
 
     /// Whether `name` carries front-proxy identity and must not be forwarded as received: the

@@ -4,8 +4,8 @@
 //! `WebPkiClientVerifier` (one per bundle), which, like the apiserver's `DefaultVerifyOptions`,
 //! requires the client-auth extended key usage when the certificate lists any.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 use rustls::server::danger::ClientCertVerifier;
 use rustls::server::WebPkiClientVerifier;
@@ -29,30 +29,124 @@ mod verified;
 
 use verified::VerifiedChains;
 
-/// A CA bundle and the verifier built over it.
+/// A CA bundle read from a file, and the verifier built over it; [`CaBundle::reload`] reads the
+/// file again and swaps in the new set atomically (mirrors `DynamicFileCAContent`: an unusable
+/// file is refused and the last good set stays).
 pub(crate) struct CaBundle {
+    /// The flag and the file, for reloads and errors; `None` for a bundle given as text.
+    source: Option<(&'static str, PathBuf)>,
+    current: RwLock<Arc<CaSet>>,
+}
+
+/// One generation of a bundle: its certificates, verifier and verified-chain cache.
+struct CaSet {
     certs: Vec<CertificateDer<'static>>,
     verifier: Arc<dyn ClientCertVerifier>,
     verified: VerifiedChains,
+    /// SHA-256 of the PEM text it was parsed from.
+    digest: [u8; 32],
 }
 
 impl CaBundle {
     /// Reads a PEM bundle; `what` names the flag in errors.
     pub(crate) fn load(what: &'static str, path: &Path) -> Result<Self, AuthConfigError> {
-        let pem = std::fs::read(path).map_err(|source| AuthConfigError::Read {
-            what,
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::from_pem(&pem).map_err(|message| AuthConfigError::CaBundle {
-            what,
-            path: path.to_path_buf(),
-            message,
+        let set = read_ca_set(what, path)?;
+        Ok(CaBundle {
+            source: Some((what, path.to_path_buf())),
+            current: RwLock::new(Arc::new(set)),
         })
     }
 
     /// Parses a PEM bundle of one or more CA certificates.
+    #[cfg(test)]
     pub(crate) fn from_pem(pem: &[u8]) -> Result<Self, String> {
+        Ok(CaBundle {
+            source: None,
+            current: RwLock::new(Arc::new(CaSet::from_pem(pem)?)),
+        })
+    }
+
+    /// Reads the file again; `Ok(true)` when its content changed and the new set is in use,
+    /// `Ok(false)` when nothing changed (or the bundle has no file). On error the current set
+    /// stays.
+    pub(crate) fn reload(&self) -> Result<bool, AuthConfigError> {
+        let Some((what, path)) = &self.source else {
+            return Ok(false);
+        };
+        let pem = read_pem(what, path)?;
+        if Sha256::digest(&pem).as_slice() == self.current().digest {
+            return Ok(false);
+        }
+        let set = parse_ca_set(what, path, &pem)?;
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(set);
+        tracing::info!(flag = what, file = %path.display(), "Client CA bundle reloaded");
+        Ok(true)
+    }
+
+    fn current(&self) -> Arc<CaSet> {
+        Arc::clone(
+            &self
+                .current
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// The CA certificates in use, DER.
+    pub(crate) fn certs(&self) -> Vec<CertificateDer<'static>> {
+        self.current().certs.clone()
+    }
+
+    /// Verifies `chain` (leaf first, then intermediates) against this bundle at `now`; a chain
+    /// that verified in the last minute (and has not expired since) is not verified again.
+    pub(crate) fn verify(
+        &self,
+        chain: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<(), CertError> {
+        let Some((leaf, intermediates)) = chain.split_first() else {
+            return Err(CertError::Parse("empty certificate chain".to_string()));
+        };
+        let set = self.current();
+        if set.verified.contains(chain, now) {
+            return Ok(());
+        }
+        set.verifier
+            .verify_client_cert(leaf, intermediates, now)
+            .map_err(|e| CertError::Verify {
+                id: certificate_identifier(leaf),
+                reason: e.to_string(),
+            })?;
+        set.verified.insert(chain, now);
+        Ok(())
+    }
+}
+
+fn read_pem(what: &'static str, path: &Path) -> Result<Vec<u8>, AuthConfigError> {
+    std::fs::read(path).map_err(|source| AuthConfigError::Read {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn read_ca_set(what: &'static str, path: &Path) -> Result<CaSet, AuthConfigError> {
+    parse_ca_set(what, path, &read_pem(what, path)?)
+}
+
+fn parse_ca_set(what: &'static str, path: &Path, pem: &[u8]) -> Result<CaSet, AuthConfigError> {
+    CaSet::from_pem(pem).map_err(|message| AuthConfigError::CaBundle {
+        what,
+        path: path.to_path_buf(),
+        message,
+    })
+}
+
+impl CaSet {
+    fn from_pem(pem: &[u8]) -> Result<Self, String> {
         let certs = CertificateDer::pem_slice_iter(pem)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("not a PEM certificate bundle: {e}"))?;
@@ -69,39 +163,12 @@ impl CaBundle {
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
             .build()
             .map_err(|e| format!("building the verifier: {e}"))?;
-        Ok(CaBundle {
+        Ok(CaSet {
             certs,
             verifier,
             verified: VerifiedChains::default(),
+            digest: Sha256::digest(pem).into(),
         })
-    }
-
-    /// The CA certificates, DER.
-    pub(crate) fn certs(&self) -> &[CertificateDer<'static>] {
-        &self.certs
-    }
-
-    /// Verifies `chain` (leaf first, then intermediates) against this bundle at `now`; a chain
-    /// that verified in the last minute (and has not expired since) is not verified again.
-    pub(crate) fn verify(
-        &self,
-        chain: &[CertificateDer<'_>],
-        now: UnixTime,
-    ) -> Result<(), CertError> {
-        let Some((leaf, intermediates)) = chain.split_first() else {
-            return Err(CertError::Parse("empty certificate chain".to_string()));
-        };
-        if self.verified.contains(chain, now) {
-            return Ok(());
-        }
-        self.verifier
-            .verify_client_cert(leaf, intermediates, now)
-            .map_err(|e| CertError::Verify {
-                id: certificate_identifier(leaf),
-                reason: e.to_string(),
-            })?;
-        self.verified.insert(chain, now);
-        Ok(())
     }
 }
 

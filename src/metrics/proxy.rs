@@ -20,6 +20,7 @@ pub(super) struct Families {
     upstream_requests: IntCounterVec,
     upstream_duration: HistogramVec,
     config_reloads: IntCounterVec,
+    certificate_reloads: IntCounterVec,
     last_reload: Gauge,
     requests: IntCounterVec,
 }
@@ -53,6 +54,12 @@ impl Families {
                 "apf_proxy_config_reloads_total",
                 "Flow-control configuration reloads by result",
                 &["result"],
+            )?,
+            certificate_reloads: counter(
+                reg,
+                "apf_proxy_certificate_reloads_total",
+                "Reloads of changed certificate files (kind: serving, client_ca) by result",
+                &["kind", "result"],
             )?,
             last_reload: register(
                 reg,
@@ -107,6 +114,15 @@ impl Metrics {
         }
     }
 
+    /// Changed certificate files were read again: the serving certificate and key
+    /// (`kind = "serving"`) or the client CA bundles (`"client_ca"`).
+    pub fn record_certificate_reload(&self, kind: CertificateKind, success: bool) {
+        self.proxy
+            .certificate_reloads
+            .with_label_values(&[kind.as_str(), result_label(success)])
+            .inc();
+    }
+
     /// The proxy answered a client with `code` (proxied from upstream or its own).
     pub fn inc_requests(&self, code: u16) {
         let code = status_code_label(code);
@@ -114,5 +130,24 @@ impl Metrics {
             .requests
             .with_label_values(&[code.as_str()])
             .inc();
+    }
+}
+
+/// Which certificate files a reload read (a bounded label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CertificateKind {
+    /// `--tls-cert-file` and `--tls-private-key-file`.
+    Serving,
+    /// `--client-ca-file` and `--requestheader-client-ca-file`.
+    ClientCa,
+}
+
+impl CertificateKind {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CertificateKind::Serving => "serving",
+            CertificateKind::ClientCa => "client_ca",
+        }
     }
 }

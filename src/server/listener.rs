@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::tls::TlsConfigCell;
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
-use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
 
 use super::options::ServeOptions;
@@ -119,7 +119,7 @@ impl ServerStats {
 pub struct SecureServer {
     listener: TcpListener,
     local_addr: SocketAddr,
-    acceptor: TlsAcceptor,
+    tls: TlsConfigCell,
     limits: ConnectionLimits,
     stats: Arc<ServerStats>,
 }
@@ -146,17 +146,18 @@ pub(crate) async fn bind_tcp(addr: SocketAddr) -> Result<(TcpListener, SocketAdd
 }
 
 impl SecureServer {
-    /// Binds `addr` (port 0 picks a free port; see [`SecureServer::local_addr`]).
+    /// Binds `addr` (port 0 picks a free port; see [`SecureServer::local_addr`]). Each
+    /// handshake uses the configuration `tls` holds at that moment.
     pub async fn bind(
         addr: SocketAddr,
-        tls: Arc<rustls::ServerConfig>,
+        tls: impl Into<TlsConfigCell>,
         limits: ConnectionLimits,
     ) -> Result<Self, ServerError> {
         let (listener, local_addr) = bind_tcp(addr).await?;
         Ok(Self {
             listener,
             local_addr,
-            acceptor: TlsAcceptor::from(tls),
+            tls: tls.into(),
             limits,
             stats: Arc::default(),
         })
@@ -164,7 +165,7 @@ impl SecureServer {
 
     /// Binds 127.0.0.1 on a free port, for tests.
     pub async fn bind_loopback(
-        tls: Arc<rustls::ServerConfig>,
+        tls: impl Into<TlsConfigCell>,
         limits: ConnectionLimits,
     ) -> Result<Self, ServerError> {
         Self::bind(SocketAddr::from(([127, 0, 0, 1], 0)), tls, limits).await
@@ -183,7 +184,7 @@ impl SecureServer {
     /// Serves until `shutdown`, then drains connections for at most the grace period.
     pub async fn serve(self, handler: Arc<dyn Handler>, mut shutdown: ShutdownSignal) {
         let ctx = Arc::new(connection::Context::new(
-            self.acceptor,
+            self.tls,
             handler,
             self.limits,
             self.stats,

@@ -13,7 +13,7 @@ mod certs;
 mod ciphers;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
@@ -104,11 +104,44 @@ impl TlsSettings {
     }
 }
 
+/// The server configuration new handshakes use; replaced whole when the client CAs change (the
+/// CA names a server sends in its certificate request are part of it, and Go clients pick their
+/// certificate by them).
+#[derive(Debug, Clone)]
+pub struct TlsConfigCell(Arc<RwLock<Arc<rustls::ServerConfig>>>);
+
+impl TlsConfigCell {
+    /// The configuration in force.
+    pub fn current(&self) -> Arc<rustls::ServerConfig> {
+        Arc::clone(
+            &self
+                .0
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    fn replace(&self, config: Arc<rustls::ServerConfig>) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = config;
+    }
+}
+
+impl From<Arc<rustls::ServerConfig>> for TlsConfigCell {
+    fn from(config: Arc<rustls::ServerConfig>) -> Self {
+        TlsConfigCell(Arc::new(RwLock::new(config)))
+    }
+}
+
 /// The built configuration and the handles that outlive it.
 #[derive(Debug, Clone)]
 pub struct ServerTls {
-    /// For the acceptor.
+    /// The configuration built at start.
     pub config: Arc<rustls::ServerConfig>,
+    /// The configuration in force (for the acceptor): `config` until the client CAs change.
+    pub cell: TlsConfigCell,
     /// The certificate cell, for reloads.
     pub cert: Arc<ReloadableCert>,
     /// Where the certificate came from.
@@ -117,6 +150,7 @@ pub struct ServerTls {
     pub self_signed_cert: Option<CertificateDer<'static>>,
     /// The provider the key was loaded with, for reloads.
     provider: Arc<CryptoProvider>,
+    min_version: TlsMinVersion,
 }
 
 impl ServerTls {
@@ -137,6 +171,19 @@ impl ServerTls {
         }
         self.cert.replace(Arc::new(key));
         Ok(true)
+    }
+
+    /// Verifies client certificates of new handshakes against `roots` (the client CAs after a
+    /// reload); established connections keep what they verified. On error nothing changes.
+    pub fn set_client_ca_roots(&self, roots: &[CertificateDer<'static>]) -> Result<(), TlsError> {
+        let verifier = client_verifier(roots, &self.provider)?;
+        let config = server_config(&self.provider, self.min_version, verifier, &self.cert)?;
+        self.cell.replace(Arc::new(config));
+        tracing::info!(
+            roots = roots.len(),
+            "Client CAs of the TLS handshake replaced"
+        );
+        Ok(())
     }
 }
 
@@ -171,19 +218,36 @@ pub fn build_server_tls(settings: &TlsSettings) -> Result<ServerTls, TlsError> {
     }
     let cert = Arc::new(ReloadableCert::new(Arc::new(key)));
     let verifier = client_verifier(&settings.client_ca_roots, &provider)?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(settings.min_version.protocol_versions())
-        .map_err(TlsError::Protocol)?
-        .with_client_cert_verifier(verifier)
-        .with_cert_resolver(cert.clone());
-    config.alpn_protocols = ALPN_PROTOCOLS.iter().map(|p| p.to_vec()).collect();
+    let config = Arc::new(server_config(
+        &provider,
+        settings.min_version,
+        verifier,
+        &cert,
+    )?);
     Ok(ServerTls {
-        config: Arc::new(config),
+        cell: TlsConfigCell::from(Arc::clone(&config)),
+        config,
         cert,
         source,
         self_signed_cert,
         provider,
+        min_version: settings.min_version,
     })
+}
+
+fn server_config(
+    provider: &Arc<CryptoProvider>,
+    min_version: TlsMinVersion,
+    verifier: Arc<dyn rustls::server::danger::ClientCertVerifier>,
+    cert: &Arc<ReloadableCert>,
+) -> Result<rustls::ServerConfig, TlsError> {
+    let mut config = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(min_version.protocol_versions())
+        .map_err(TlsError::Protocol)?
+        .with_client_cert_verifier(verifier)
+        .with_cert_resolver(cert.clone());
+    config.alpn_protocols = ALPN_PROTOCOLS.iter().map(|p| p.to_vec()).collect();
+    Ok(config)
 }
 
 /// Optional client authentication: a certificate is verified when presented, never required.

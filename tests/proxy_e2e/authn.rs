@@ -363,3 +363,68 @@ async fn a_front_proxy_certificate_without_identity_headers_or_with_a_foreign_na
     assert_status(response, 401, "Unauthorized").await;
     assert!(world.fake.requests().iter().all(|r| r.path != POD));
 }
+
+fn client_ca_reloads(app: &TestApp, result: &str) -> usize {
+    let text = app.app.metrics().encode();
+    let want =
+        format!("apf_proxy_certificate_reloads_total{{kind=\"client_ca\",result=\"{result}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&want))
+        .map_or(0, |v| v.parse().expect("a count"))
+}
+
+#[tokio::test]
+async fn a_rotated_client_ca_is_trusted_at_once_and_a_broken_one_keeps_the_last_good() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "impersonate").await;
+    let old = app.user_cert("dave", None);
+    let seen = get_as(&world, &app, Some(&old), None, &[]).await;
+    assert_eq!(seen.header_values("impersonate-user"), ["dave"]);
+
+    let rotated = crate::support::pki::TestCa::new("rotated-client-ca");
+    rotated.write(app.dir.path(), "client-ca.crt");
+    app.app.reloader().reload_client_cas();
+    let new = rotated.client_cert("erin", None);
+    let seen = get_as(&world, &app, Some(&new), None, &[]).await;
+    assert_eq!(seen.header_values("impersonate-user"), ["erin"]);
+    let stale = app.client_with(Some(&old), Version::HTTP_11);
+    assert!(
+        !matches!(stale.try_get(POD).await, Ok(StatusCode::OK)),
+        "the replaced CA is no longer trusted"
+    );
+    assert_eq!(client_ca_reloads(&app, "success"), 1);
+
+    std::fs::write(app.path("client-ca.crt"), "not a certificate").expect("corrupt");
+    app.app.reloader().reload_client_cas();
+    assert_eq!(client_ca_reloads(&app, "failure"), 1);
+    let seen = get_as(&world, &app, Some(&new), None, &[]).await;
+    assert_eq!(
+        seen.header_values("impersonate-user"),
+        ["erin"],
+        "last good CA"
+    );
+}
+
+#[tokio::test]
+async fn a_rotated_requestheader_ca_vouches_for_front_proxies_at_once() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "impersonate").await;
+    let rotated = crate::support::pki::TestCa::new("rotated-front-proxy-ca");
+    let front_proxy = rotated.client_cert(crate::support::app::FRONT_PROXY_CN, None);
+    let client = app.client_with(Some(&front_proxy), Version::HTTP_11);
+    assert!(
+        !matches!(client.try_get(POD).await, Ok(StatusCode::OK)),
+        "not trusted before the rotation"
+    );
+    rotated.write(app.dir.path(), "front-proxy-ca.crt");
+    app.app.reloader().reload_client_cas();
+    let seen = get_as(
+        &world,
+        &app,
+        Some(&front_proxy),
+        None,
+        &[("x-remote-user", "frank")],
+    )
+    .await;
+    assert_eq!(seen.header_values("impersonate-user"), ["frank"]);
+}

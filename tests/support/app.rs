@@ -321,6 +321,33 @@ impl TestClient {
         .await
     }
 
+    /// `GET path` over HTTP/1.1 on a fresh connection; `Err` when the TLS handshake or the
+    /// exchange fails (a server that refuses the client certificate may only say so after the
+    /// client's side of a TLS 1.3 handshake is done).
+    pub async fn try_get(&self, path: &str) -> Result<http::StatusCode, String> {
+        within("try_get", async {
+            let tcp = TcpStream::connect(self.addr)
+                .await
+                .map_err(|e| e.to_string())?;
+            let name = ServerName::try_from("localhost").expect("name");
+            let tls = self
+                .tls
+                .connect(name, tcp)
+                .await
+                .map_err(|e| e.to_string())?;
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+                .await
+                .map_err(|e| e.to_string())?;
+            tokio::spawn(conn);
+            let response = sender
+                .send_request(request("GET", path, None, Bytes::new()))
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(response.status())
+        })
+        .await
+    }
+
     /// Sends `request` on a fresh connection; the response head within [`STEP`].
     pub async fn send(&self, request: Request<TestBody>) -> Response<Incoming> {
         let mut conn = self.connect().await;

@@ -168,14 +168,18 @@ fn a_verified_chain_is_remembered_for_a_minute_at_most() {
     let t0 = UnixTime::now();
     let at = |secs: u64| UnixTime::since_unix_epoch(Duration::from_secs(t0.as_secs() + secs));
     bundle.verify(&chain, t0).expect("verifies");
-    assert!(bundle.verified.contains(&chain, at(59)));
+    assert!(bundle.current().verified.contains(&chain, at(59)));
     assert!(
-        !bundle.verified.contains(&chain, at(60)),
+        !bundle.current().verified.contains(&chain, at(60)),
         "re-verified after the TTL"
     );
     bundle.verify(&chain, at(60)).expect("still valid");
     assert!(bundle.verify(&other.client(spec("m")), t0).is_err());
-    assert_eq!(bundle.verified.len(), 1, "failures are not remembered");
+    assert_eq!(
+        bundle.current().verified.len(),
+        1,
+        "failures are not remembered"
+    );
 }
 
 #[test]
@@ -190,6 +194,41 @@ fn a_remembered_chain_is_not_trusted_past_its_not_after() {
     bundle
         .verify(&chain, at(not_after - 30))
         .expect("valid until notAfter");
-    assert!(bundle.verified.contains(&chain, at(not_after - 1)));
-    assert!(!bundle.verified.contains(&chain, at(not_after)));
+    assert!(bundle
+        .current()
+        .verified
+        .contains(&chain, at(not_after - 1)));
+    assert!(!bundle.current().verified.contains(&chain, at(not_after)));
+}
+
+#[test]
+fn a_reloaded_bundle_trusts_the_new_ca_and_a_bad_file_keeps_the_last_good_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (old_ca, new_ca) = (TestCa::new("old-ca"), TestCa::new("new-ca"));
+    let path = old_ca.write(dir.path(), "ca.crt");
+    let bundle = CaBundle::load("--client-ca-file", &path).expect("loads");
+    let (old_cert, new_cert) = (old_ca.client(spec("old")), new_ca.client(spec("new")));
+    let now = UnixTime::now();
+    assert!(bundle.verify(&old_cert, now).is_ok());
+    assert!(!bundle.reload().expect("same file"), "nothing changed");
+
+    new_ca.write(dir.path(), "ca.crt");
+    assert!(bundle.reload().expect("new CA"), "changed");
+    assert!(bundle.verify(&new_cert, now).is_ok());
+    assert!(
+        bundle.verify(&old_cert, now).is_err(),
+        "the old CA's verified-chain cache went with it"
+    );
+    assert_eq!(bundle.certs(), vec![new_ca.der()]);
+
+    std::fs::write(&path, "-----BEGIN CERTIFICATE-----\ngarbage\n").expect("corrupt");
+    let error = bundle.reload().expect_err("refused");
+    assert!(error.to_string().contains("--client-ca-file"), "{error}");
+    assert!(
+        bundle.verify(&new_cert, now).is_ok(),
+        "the last good set stays"
+    );
+    std::fs::remove_file(&path).expect("remove");
+    assert!(bundle.reload().is_err());
+    assert!(bundle.verify(&new_cert, now).is_ok());
 }

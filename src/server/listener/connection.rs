@@ -22,11 +22,12 @@ use tokio_rustls::TlsAcceptor;
 
 use super::{ConnectionLimits, ServerStats};
 use crate::server::shutdown::ShutdownSignal;
+use crate::server::tls::TlsConfigCell;
 use crate::server::{BoxError, ConnectionInfo, Handler, ProxyBody};
 
 /// What every connection of one listener shares.
 pub(super) struct Context {
-    acceptor: TlsAcceptor,
+    tls: TlsConfigCell,
     handler: Arc<dyn Handler>,
     pub(super) limits: ConnectionLimits,
     pub(super) stats: Arc<ServerStats>,
@@ -35,14 +36,14 @@ pub(super) struct Context {
 
 impl Context {
     pub(super) fn new(
-        acceptor: TlsAcceptor,
+        tls: TlsConfigCell,
         handler: Arc<dyn Handler>,
         limits: ConnectionLimits,
         stats: Arc<ServerStats>,
     ) -> Self {
         let builders = Builders::new(&limits);
         Self {
-            acceptor,
+            tls,
             handler,
             limits,
             stats,
@@ -62,7 +63,7 @@ pub(super) async fn serve(
     let _ = stream.set_nodelay(true);
     let handshake = tokio::time::timeout(
         ctx.limits.tls_handshake_timeout,
-        ctx.acceptor.accept(stream),
+        TlsAcceptor::from(ctx.tls.current()).accept(stream),
     );
     let tls = tokio::select! {
         () = shutdown.triggered() => return,
