@@ -58,6 +58,16 @@ pub use error::{AuthError, CertError, CredentialError, CredentialKind, RequestHe
 pub use secret::{Secret, REDACTED};
 pub use stats::{AttemptResult, AuthStats, TokenCacheStats, TokenReviewStats};
 pub use tokenfile::TokenFileError;
+
+/// The records of token-file text (for the fuzz targets; see [`crate::fuzzing`]).
+pub(crate) fn tokenfile_records(
+    path: &std::path::Path,
+    text: &str,
+) -> Result<Vec<(String, Identity)>, String> {
+    tokenfile::TokenFile::parse(path, text)
+        .map(|f| f.records())
+        .map_err(|e| e.to_string())
+}
 pub use union::{AuthMethod, Authenticated, Authenticator};
 pub use webhook::{TokenReviewError, TokenReviewTransport, TransportError};
 pub use websocket::strip_websocket_bearer_protocol;

@@ -11,6 +11,8 @@ pub mod classify;
 pub mod cli;
 pub mod config;
 pub mod fairqueue;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod metrics;
 pub mod proxy;
 pub mod request_info;

@@ -30,7 +30,9 @@ pub use error::{
     error_response, status_body, ProxyError, Status, StatusCause, StatusDetails, UpstreamError,
 };
 pub use forward::{ForwardRequest, Forwarder, ForwarderConfig, ForwarderConfigError};
-pub use headers::{escape_extra_key, ForgeableHeaders, IdentityForwarding};
+pub use headers::{
+    escape_extra_key, prepare_request_headers, ForgeableHeaders, IdentityForwarding,
+};
 pub use kubeconfig::{Kubeconfig, KubeconfigContext, KubeconfigError, PemSource};
 pub use pipeline::{Proxy, WatchStream, FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER};
 pub use timeout::{effective_timeout, parse_go_duration, GoDurationError};

@@ -127,6 +127,17 @@ impl TokenFile {
         Ok(TokenFile { tokens })
     }
 
+    /// Every `(token, identity)` record, sorted by token.
+    pub(crate) fn records(&self) -> Vec<(String, Identity)> {
+        let mut records: Vec<_> = self
+            .tokens
+            .iter()
+            .map(|(t, id)| (t.clone(), id.clone()))
+            .collect();
+        records.sort_by(|a, b| a.0.cmp(&b.0));
+        records
+    }
+
     /// The identity for `token`, if the file lists it.
     pub(crate) fn authenticate(&self, token: &str) -> Option<&Identity> {
         self.tokens.get(token)
