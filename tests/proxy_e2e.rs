@@ -12,6 +12,8 @@ mod authn;
 mod curl;
 #[path = "proxy_e2e/failures.rs"]
 mod failures;
+#[path = "proxy_e2e/faults.rs"]
+mod faults;
 #[path = "proxy_e2e/flow_control.rs"]
 mod flow_control;
 #[path = "proxy_e2e/kubectl.rs"]

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prometheus::{Gauge, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
 
 use super::labels::{status_code_label, UpstreamOutcome};
 use super::{register, Metrics};
@@ -23,6 +23,7 @@ pub(super) struct Families {
     certificate_reloads: IntCounterVec,
     last_reload: Gauge,
     requests: IntCounterVec,
+    abandoned: IntCounter,
 }
 
 fn counter(
@@ -74,6 +75,13 @@ impl Families {
                 "Responses to clients by HTTP status code, proxied or written by the proxy",
                 &["code"],
             )?,
+            abandoned: register(
+                reg,
+                IntCounter::new(
+                    "apf_proxy_requests_abandoned_total",
+                    "Requests whose client went away before their response head (while being authenticated, queued or forwarded); with apf_proxy_requests_total, every request received",
+                )?,
+            )?,
         })
     }
 }
@@ -121,6 +129,11 @@ impl Metrics {
             .certificate_reloads
             .with_label_values(&[kind.as_str(), result_label(success)])
             .inc();
+    }
+
+    /// A client went away before its request had a response head.
+    pub fn inc_abandoned(&self) {
+        self.proxy.abandoned.inc();
     }
 
     /// The proxy answered a client with `code` (proxied from upstream or its own).

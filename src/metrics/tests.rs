@@ -114,6 +114,7 @@ const EXPECTED: &[(&str, &str, &str, &str)] = &[
     ("apf_proxy_config_reloads_total", "counter", "result", ""),
     ("apf_proxy_connections_accepted_total", "counter", "", ""),
     ("apf_proxy_open_connections", "gauge", "", ""),
+    ("apf_proxy_requests_abandoned_total", "counter", "", ""),
     ("apf_proxy_requests_total", "counter", "code", ""),
     ("apf_proxy_token_review_cache_lookups_total", "counter", "result", ""),
     ("apf_proxy_token_reviews_total", "counter", "result", ""),

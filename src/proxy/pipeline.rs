@@ -57,6 +57,17 @@ impl std::fmt::Debug for Proxy {
     }
 }
 
+/// A request without a response yet; counted as abandoned when dropped so.
+struct Unanswered<'a>(Option<&'a Metrics>);
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if let Some(metrics) = self.0 {
+            metrics.inc_abandoned();
+        }
+    }
+}
+
 /// Marks the response of a watch (in its extensions), so the server can end the stream cleanly
 /// at shutdown without deriving the request's attributes again.
 #[derive(Debug, Clone, Copy)]
@@ -126,6 +137,9 @@ impl Proxy {
         B::Error: Into<super::BoxError>,
     {
         let mut ctx = RequestContext::new(&request);
+        // Counts the request as abandoned if this future is dropped (the client went away)
+        // before it has a response.
+        let mut unanswered = Unanswered(Some(&self.metrics));
         let mut response = match self.run(&mut ctx, request).await {
             Ok(response) => response,
             Err(error) => error_response(&error),
@@ -135,6 +149,7 @@ impl Proxy {
         }
         ctx.finish(response.status());
         self.metrics.inc_requests(response.status().as_u16());
+        unanswered.0 = None;
         response
     }
 

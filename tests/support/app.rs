@@ -273,6 +273,40 @@ impl TestApp {
         }
     }
 
+    /// Waits (at most [`STEP`]) until no priority level has a request waiting or executing or
+    /// a seat held, and the flow-control gauges say the same: nothing leaked.
+    pub async fn assert_settled(&self) {
+        let settled = || {
+            let levels = self.app.proxy().flow_control().levels();
+            let idle = levels.iter().all(|l| {
+                let s = l.queues.stats();
+                s.waiting == 0 && s.executing == 0 && s.seats_in_use == 0
+            });
+            let text = self.app.metrics().encode();
+            let gauges = [
+                "apiserver_flowcontrol_current_executing_seats{",
+                "apiserver_flowcontrol_current_executing_requests{",
+                "apiserver_flowcontrol_current_inqueue_requests{",
+                "apiserver_flowcontrol_current_inqueue_seats{",
+            ]
+            .iter()
+            .map(|g| metric_sum(&text, g))
+            .sum::<f64>();
+            idle && gauges == 0.0
+        };
+        eventually("every seat and queue slot is back", settled).await;
+    }
+
+    /// `(answered, abandoned)`: responses the proxy gave (`apf_proxy_requests_total`) and requests
+    /// whose client left first (`apf_proxy_requests_abandoned_total`).
+    pub fn accounted(&self) -> (u64, u64) {
+        let text = self.app.metrics().encode();
+        (
+            metric_sum(&text, "apf_proxy_requests_total{") as u64,
+            metric_sum(&text, "apf_proxy_requests_abandoned_total ") as u64,
+        )
+    }
+
     /// A file path inside the app's tempdir.
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
@@ -325,27 +359,32 @@ impl TestClient {
     /// exchange fails (a server that refuses the client certificate may only say so after the
     /// client's side of a TLS 1.3 handshake is done).
     pub async fn try_get(&self, path: &str) -> Result<http::StatusCode, String> {
-        within("try_get", async {
-            let tcp = TcpStream::connect(self.addr)
-                .await
-                .map_err(|e| e.to_string())?;
-            let name = ServerName::try_from("localhost").expect("name");
-            let tls = self
-                .tls
-                .connect(name, tcp)
-                .await
-                .map_err(|e| e.to_string())?;
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-                .await
-                .map_err(|e| e.to_string())?;
-            tokio::spawn(conn);
-            let response = sender
-                .send_request(request("GET", path, None, Bytes::new()))
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(response.status())
-        })
-        .await
+        let request = request("GET", path, None, Bytes::new());
+        within("try_get", self.try_send(request))
+            .await
+            .map(|r| r.status())
+    }
+
+    /// Sends `request` over HTTP/1.1 on a fresh connection, without a time bound of its own;
+    /// `Err` when the handshake fails or the connection ends before a response head.
+    pub async fn try_send(&self, request: Request<TestBody>) -> Result<Response<Incoming>, String> {
+        let tcp = TcpStream::connect(self.addr)
+            .await
+            .map_err(|e| e.to_string())?;
+        let name = ServerName::try_from("localhost").expect("name");
+        let tls = self
+            .tls
+            .connect(name, tcp)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        sender
+            .send_request(request)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// Sends `request` on a fresh connection; the response head within [`STEP`].
@@ -445,4 +484,12 @@ impl Conn {
     fn detach(mut self) {
         self.task = None;
     }
+}
+
+/// The sum of the samples whose line starts with `prefix` in Prometheus text.
+pub fn metric_sum(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
