@@ -115,7 +115,7 @@ const GARBAGE: [&[u8]; 3] = [
 
 #[tokio::test]
 async fn an_upstream_answering_garbage_gives_502_and_nothing_leaks() {
-    for (index, garbage) in GARBAGE.into_iter().enumerate() {
+    for index in 0..GARBAGE.len() {
         // A fn pointer cannot capture: pick the script by the index in the path.
         let upstream = ScriptedUpstream::start(|head| {
             let i = head
@@ -362,7 +362,8 @@ async fn a_deleted_or_corrupted_configuration_keeps_the_last_good_one_serving() 
         );
     };
     let file = dir.join("flowcontrol.yaml");
-    let breakages: [(&str, Box<dyn Fn()>); 3] = [
+    type Breakage<'a> = (&'a str, Box<dyn Fn() + 'a>);
+    let breakages: [Breakage; 3] = [
         (
             "truncated",
             Box::new(|| std::fs::write(&file, &TINY_LEVEL[..200]).expect("truncate")),
