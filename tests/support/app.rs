@@ -365,6 +365,13 @@ impl TestClient {
             .map(|r| r.status())
     }
 
+    /// A raw TLS connection (ALPN as the client was made with), for hand-written frames.
+    pub async fn tls_stream(&self) -> tokio_rustls::client::TlsStream<TcpStream> {
+        let tcp = TcpStream::connect(self.addr).await.expect("tcp connect");
+        let name = ServerName::try_from("localhost").expect("name");
+        self.tls.connect(name, tcp).await.expect("tls handshake")
+    }
+
     /// Sends `request` over HTTP/1.1 on a fresh connection, without a time bound of its own;
     /// `Err` when the handshake fails or the connection ends before a response head.
     pub async fn try_send(&self, request: Request<TestBody>) -> Result<Response<Incoming>, String> {
