@@ -1,0 +1,423 @@
+//! What both overload benchmarks share: a fake upstream with a fixed service time, the proxy (the
+//! release binary) or nginx in front of it with generated certificates, clients per flow, and
+//! latency statistics.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, Semaphore};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
+
+const POD: &[u8] = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"x","namespace":"ns"}}"#;
+
+/// The fake apiserver: every request takes `service` while holding one of `capacity` slots (a
+/// saturated apiserver: with nginx in front, excess requests wait here in FIFO order); `?watch=1`
+/// streams one event a second until the client leaves; while `stalled`, requests wait before
+/// being served.
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub served: AtomicU64,
+    pub watches: AtomicU64,
+    stalled: std::sync::atomic::AtomicBool,
+    release: Notify,
+    slots: Semaphore,
+    service: Duration,
+}
+
+impl Upstream {
+    pub async fn start(service: Duration, capacity: usize) -> Arc<Upstream> {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind upstream");
+        let upstream = Arc::new(Upstream {
+            addr: listener.local_addr().expect("addr"),
+            served: AtomicU64::new(0),
+            watches: AtomicU64::new(0),
+            stalled: false.into(),
+            release: Notify::new(),
+            slots: Semaphore::new(capacity),
+            service,
+        });
+        let server = Arc::clone(&upstream);
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let server = Arc::clone(&server);
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let server = Arc::clone(&server);
+                        async move { Ok::<_, Infallible>(server.serve(req).await) }
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        upstream
+    }
+
+    pub fn stall(&self, on: bool) {
+        self.stalled.store(on, Ordering::SeqCst);
+        if !on {
+            self.release.notify_waiters();
+        }
+    }
+
+    async fn serve(&self, req: Request<Incoming>) -> Response<Body> {
+        let query = req.uri().query().unwrap_or_default();
+        if query.contains("watch=1") {
+            self.watches.fetch_add(1, Ordering::Relaxed);
+            let events = futures_util::stream::unfold(0u64, |n| async move {
+                if n > 0 {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                let event = format!("{{\"type\":\"BOOKMARK\",\"object\":{{\"n\":{n}}}}}\n");
+                Some((Ok::<_, BoxError>(Frame::data(Bytes::from(event))), n + 1))
+            });
+            return Response::new(StreamBody::new(events).boxed_unsync());
+        }
+        if req.uri().path().ends_with("/metrics") || req.uri().path() == "/readyz" {
+            return Response::new(
+                Full::new(Bytes::new())
+                    .map_err(|e| match e {})
+                    .boxed_unsync(),
+            );
+        }
+        while self.stalled.load(Ordering::SeqCst) {
+            let released = self.release.notified();
+            if !self.stalled.load(Ordering::SeqCst) {
+                break;
+            }
+            released.await;
+        }
+        let _slot = self.slots.acquire().await.expect("open");
+        tokio::time::sleep(self.service).await;
+        self.served.fetch_add(1, Ordering::Relaxed);
+        Response::new(
+            Full::new(Bytes::from_static(POD))
+                .map_err(|e| match e {})
+                .boxed_unsync(),
+        )
+    }
+}
+
+/// A serving certificate for 127.0.0.1, its key, and a client TLS configuration trusting it.
+pub struct Pki {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    pub client: rustls::ClientConfig,
+}
+
+impl Pki {
+    pub fn generate(dir: &Path) -> Pki {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let params = rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
+            .expect("params");
+        let cert = params.self_signed(&key).expect("cert");
+        let (cert_file, key_file) = (dir.join("serving.crt"), dir.join("serving.key"));
+        std::fs::write(&cert_file, cert.pem()).expect("write cert");
+        std::fs::write(&key_file, key.serialize_pem()).expect("write key");
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(cert.der().clone()).expect("root");
+        let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Pki {
+            cert_file,
+            key_file,
+            client,
+        }
+    }
+}
+
+/// A process killed when dropped.
+pub struct Process(pub Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Process {
+    /// Peak and current resident memory (VmHWM, VmRSS) in KiB.
+    pub fn memory_kib(&self) -> (u64, u64) {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                .unwrap_or(0)
+        };
+        (field("VmHWM:"), field("VmRSS:"))
+    }
+}
+
+/// Picks a free loopback port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// Starts the release proxy on free ports; returns it with its secure and admin URLs.
+pub async fn start_proxy(
+    dir: &Path,
+    pki: &Pki,
+    upstream: SocketAddr,
+    extra: &[String],
+) -> (Process, String, String) {
+    let (port, admin) = (free_port(), free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_kube-apf-proxy"))
+        .arg("serve")
+        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--secure-port={port}"))
+        .arg(format!("--admin-address=127.0.0.1:{admin}"))
+        .arg(format!("--upstream=http://{upstream}"))
+        .arg(format!("--tls-cert-file={}", pki.cert_file.display()))
+        .arg(format!("--tls-private-key-file={}", pki.key_file.display()))
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("proxy.log")).expect("log"))
+        .spawn()
+        .expect("start the proxy (cargo bench builds it)");
+    let process = Process(child);
+    let admin_url = format!("http://127.0.0.1:{admin}");
+    wait_until_up(&format!("{admin_url}/livez")).await;
+    (process, format!("https://127.0.0.1:{port}"), admin_url)
+}
+
+/// Starts nginx (Debian's) as a TLS reverse proxy in front of `upstream`.
+pub async fn start_nginx(dir: &Path, pki: &Pki, upstream: SocketAddr) -> Option<(Process, String)> {
+    let port = free_port();
+    let conf = format!(
+        "daemon off;\nworker_processes 1;\npid {dir}/nginx.pid;\nerror_log stderr warn;\n\
+         events {{ worker_connections 16384; }}\n\
+         http {{\n access_log off;\n keepalive_requests 1000000;\n\
+         client_body_temp_path {dir}/body; proxy_temp_path {dir}/proxy;\n\
+         fastcgi_temp_path {dir}/fcgi; uwsgi_temp_path {dir}/uwsgi; scgi_temp_path {dir}/scgi;\n\
+         upstream up {{ server {upstream}; keepalive 256; keepalive_requests 1000000; }}\n\
+         server {{\n  listen 127.0.0.1:{port} ssl http2;\n  http2_max_concurrent_streams 1000;\n\
+         ssl_certificate {cert};\n  ssl_certificate_key {key};\n\
+         location / {{ proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection \"\";\n\
+         proxy_buffering off; proxy_read_timeout 3600s; }}\n }}\n}}\n",
+        dir = dir.display(),
+        cert = pki.cert_file.display(),
+        key = pki.key_file.display(),
+    );
+    let conf_file = dir.join("nginx.conf");
+    std::fs::write(&conf_file, conf).expect("nginx.conf");
+    let child = Command::new("nginx")
+        .arg("-p")
+        .arg(dir)
+        .arg("-c")
+        .arg(&conf_file)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("nginx.log")).expect("log"))
+        .spawn()
+        .ok()?;
+    let mut process = Process(child);
+    let url = format!("https://127.0.0.1:{port}");
+    for _ in 0..100 {
+        if let Ok(Some(status)) = process.0.try_wait() {
+            let log = std::fs::read_to_string(dir.join("nginx.log")).unwrap_or_default();
+            eprintln!("nginx exited ({status}): {log}");
+            return None;
+        }
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Some((process, url));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+async fn wait_until_up(url: &str) {
+    let client = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
+    for _ in 0..200 {
+        let req = Request::get(url).body(empty()).expect("request");
+        if client.request(req).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{url} did not come up");
+}
+
+pub fn empty() -> Body {
+    Full::new(Bytes::new())
+        .map_err(|e| match e {})
+        .boxed_unsync()
+}
+
+/// An HTTPS client with its own connection pool (HTTP/2 only: one connection, many streams).
+pub fn https_client(
+    tls: &rustls::ClientConfig,
+) -> Client<hyper_rustls::HttpsConnector<HttpConnector>, Body> {
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls.clone())
+        .https_only()
+        .enable_http2()
+        .build();
+    Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build(connector)
+}
+
+/// `GET url` with a bearer token; the status, or `None` for a transport error.
+pub async fn get(
+    client: &Client<hyper_rustls::HttpsConnector<HttpConnector>, Body>,
+    url: &str,
+    token: &str,
+) -> Option<StatusCode> {
+    let req = Request::get(url)
+        .header("authorization", format!("Bearer {token}"))
+        .body(empty())
+        .expect("request");
+    let response = client.request(req).await.ok()?;
+    let status = response.status();
+    response.into_body().collect().await.ok()?;
+    Some(status)
+}
+
+/// Scrapes `name`'s samples (summed) from Prometheus text at `admin/metrics`.
+pub async fn scrape(admin: &str) -> String {
+    let client = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
+    let req = Request::get(format!("{admin}/metrics"))
+        .body(empty())
+        .expect("request");
+    let response = client.request(req).await.expect("scrape");
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+pub fn metric_sum(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Latencies of one flow.
+#[derive(Default)]
+pub struct Latencies(pub Vec<Duration>);
+
+impl Latencies {
+    pub fn percentile(&mut self, p: f64) -> Duration {
+        if self.0.is_empty() {
+            return Duration::ZERO;
+        }
+        self.0.sort_unstable();
+        let index = ((self.0.len() as f64 - 1.0) * p).round() as usize;
+        self.0[index]
+    }
+}
+
+pub fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1000.0)
+}
+
+/// Runs `concurrency` closed-loop workers of one flow until `until`; returns its latencies of
+/// 2xx answers and a count per outcome.
+pub async fn closed_loop(
+    client: Arc<Client<hyper_rustls::HttpsConnector<HttpConnector>, Body>>,
+    url: String,
+    token: String,
+    concurrency: usize,
+    until: Instant,
+) -> (Latencies, Outcomes) {
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (client, url, token) = (Arc::clone(&client), url.clone(), token.clone());
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                let mut outcomes = Outcomes::default();
+                while Instant::now() < until {
+                    let started = Instant::now();
+                    let status = get(&client, &url, &token).await;
+                    outcomes.count(status);
+                    if status.is_some_and(|s| s.is_success()) {
+                        latencies.push(started.elapsed());
+                    }
+                    if status == Some(StatusCode::TOO_MANY_REQUESTS) {
+                        // A client-go client would back off; keep the offered load up anyway.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+                (latencies, outcomes)
+            })
+        })
+        .collect();
+    let mut all = Latencies::default();
+    let mut outcomes = Outcomes::default();
+    for worker in workers {
+        let (latencies, o) = worker.await.expect("worker");
+        all.0.extend(latencies);
+        outcomes.add(&o);
+    }
+    (all, outcomes)
+}
+
+/// Requests by outcome, as the client saw them.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct Outcomes {
+    pub ok: u64,
+    pub rejected: u64,
+    pub other: u64,
+    pub errors: u64,
+}
+
+impl Outcomes {
+    pub fn count(&mut self, status: Option<StatusCode>) {
+        match status {
+            Some(s) if s.is_success() => self.ok += 1,
+            Some(StatusCode::TOO_MANY_REQUESTS) => self.rejected += 1,
+            Some(_) => self.other += 1,
+            None => self.errors += 1,
+        }
+    }
+
+    pub fn add(&mut self, o: &Outcomes) {
+        self.ok += o.ok;
+        self.rejected += o.rejected;
+        self.other += o.other;
+        self.errors += o.errors;
+    }
+
+    pub fn sent(&self) -> u64 {
+        self.ok + self.rejected + self.other + self.errors
+    }
+}
