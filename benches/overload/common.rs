@@ -328,7 +328,7 @@ pub fn metric_sum(text: &str, prefix: &str) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(prefix))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        .fold(0.0, |sum, v| sum + v)
 }
 
 /// Latencies of one flow.
