@@ -103,12 +103,10 @@ impl Reloader {
     /// Reads the serving certificate files again; the current certificate stays on error.
     pub fn reload_tls(&self) {
         match self.tls.reload() {
-            Ok(reloaded) => {
-                if reloaded {
-                    self.metrics
-                        .record_certificate_reload(CertificateKind::Serving, true);
-                }
-            }
+            Ok(false) => {}
+            Ok(true) => self
+                .metrics
+                .record_certificate_reload(CertificateKind::Serving, true),
             Err(error) => {
                 self.metrics
                     .record_certificate_reload(CertificateKind::Serving, false);
