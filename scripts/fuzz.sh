@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-20}
 shift || true
 TARGETS=("$@")
-[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(request_info config_load token_file headers)
+[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(request_info config_load token_file headers selectors)
 CARGO_FUZZ_VERSION=0.13.2
 
 if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
@@ -38,8 +38,21 @@ if [[ " ${TARGETS[*]} " == *" config_load "* ]]; then
   done < <(find tests/fixtures/config config -type f \( -name '*.yaml' -o -name '*.yml' -o -name '*.json' \) -print0)
 fi
 
-(cd fuzz && cargo "${toolchain[@]}" fuzz build -O --sanitizer "$sanitizer" "${TARGETS[@]/#/}" >/dev/null 2>&1) \
-  || (cd fuzz && cargo "${toolchain[@]}" fuzz build -O --sanitizer "$sanitizer")
+# Every request target in the request_info unit tests, as `METHOD\nTARGET` (a bare target is a GET).
+if [[ " ${TARGETS[*]} " == *" request_info "* ]]; then
+  n=0
+  while IFS= read -r line; do
+    method=GET; target=$line
+    if [[ $line =~ ^\"([A-Za-z]+)\",\ *\"(/.*)\"$ ]]; then method=${BASH_REMATCH[1]}; target=${BASH_REMATCH[2]}
+    elif [[ $line =~ ^\(\ *\"(/.*)\",\ *\"$ ]]; then target=${BASH_REMATCH[1]}; fi
+    n=$((n + 1)); printf '%s\n%s' "$method" "$target" > "fuzz/corpus/request_info/seed-test-$n"
+  done < <(cat src/request_info/tests.rs src/request_info/tests/*.rs | tr '\n' ' ' \
+             | grep -oE '"[A-Za-z]+", *"/[^"]*"|\( *"/[^"]*", *"' | sort -u)
+fi
+
+# `cargo fuzz build` takes one target or none (all of them).
+build_target=(); [[ ${#TARGETS[@]} -eq 1 ]] && build_target=("${TARGETS[0]}")
+(cd fuzz && cargo "${toolchain[@]}" fuzz build -O --sanitizer "$sanitizer" "${build_target[@]}")
 
 status=0
 printf '%-14s %12s %10s %s\n' target executions exec/s result

@@ -128,6 +128,20 @@ pub fn parse(method: &str, target: &str) -> Result<RequestInfo, RequestInfoError
     })
 }
 
+/// Whether `labels.Parse` accepts `selector` (for the fuzz targets; see [`crate::fuzzing`]).
+pub(crate) fn label_selector_is_valid(selector: &str) -> bool {
+    label_selector::is_valid(selector)
+}
+
+/// The value of `selector`'s exact `field` term as `fields.ParseSelector(selector)
+/// .RequiresExactMatch(field)` finds it, or `None` when the selector does not parse (for the fuzz
+/// targets; see [`crate::fuzzing`]).
+pub(crate) fn field_selector_exact_match(selector: &str, field: &str) -> Option<Option<String>> {
+    list_options::exact_match(selector, field)
+        .ok()
+        .map(|found| found.map(std::borrow::Cow::into_owned))
+}
+
 /// Whether kube-apiserver treats the request as long-running: verb `watch` or `proxy`, a resource
 /// request for the `attach`, `exec`, `proxy`, `log` or `portforward` subresource, or a
 /// non-resource request under `/debug/pprof/`.

@@ -34,7 +34,7 @@ pub(super) fn decide(query: &ListQuery) -> ListDecision {
 }
 
 /// A query that `ListOptions` decoding rejects.
-struct Invalid;
+pub(super) struct Invalid;
 
 fn decode(query: &ListQuery) -> Result<ListDecision, Invalid> {
     let watch = query.watch.as_deref().is_some_and(go_bool);
@@ -72,7 +72,10 @@ fn go_bool(value: &str) -> bool {
 /// Mirrors `fields.ParseSelector(selector).RequiresExactMatch(field)`: parses every term (any
 /// malformed one fails the whole selector), then returns the unescaped value of the first term,
 /// in sorted order of the raw terms, that is `field=value` or `field==value`.
-fn exact_match<'a>(selector: &'a str, field: &str) -> Result<Option<Cow<'a, str>>, Invalid> {
+pub(super) fn exact_match<'a>(
+    selector: &'a str,
+    field: &str,
+) -> Result<Option<Cow<'a, str>>, Invalid> {
     let mut terms = split_terms(selector);
     terms.sort_unstable();
     let mut found = None;
