@@ -43,13 +43,15 @@ fn main() {
     }
 }
 
+fn knob(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 fn secs(var: &str, default: u64) -> Duration {
-    Duration::from_secs(
-        std::env::var(var)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default),
-    )
+    Duration::from_secs(knob(var, default))
 }
 
 fn level(name: &str, shares: u32, queues: u32, hand: u32, qll: u32) -> String {
@@ -91,12 +93,17 @@ const POD_PATH: &str = "/api/v1/namespaces/ns/pods/x";
 
 async fn soak() {
     let flood_for = secs("SOAK_SECS", 30);
+    // Knobs for a harsher flood: workers per flooding user, the low level's queue length (small
+    // values make it refuse with 429), and how long a refused worker backs off.
+    let per_user = knob("FLOOD_PER_USER", 6) as usize;
+    let queue_length = knob("QUEUE_LENGTH", 50) as u32;
+    let backoff = Duration::from_millis(knob("BACKOFF_MS", 10));
     let (queued_target, watch_target, flooders) = (3000usize, 2000usize, 100usize);
     let dir = tempfile::tempdir().expect("tempdir");
     let pki = Pki::generate(dir.path());
     let upstream = Upstream::start(Duration::from_millis(5), 10_000).await;
     let config = [
-        level("soak-low", 20, 128, 6, 50),
+        level("soak-low", 20, 128, 6, queue_length),
         level("soak-high", 20, 16, 4, 50),
         schema("flood", "flooders", "soak-low", 1000),
         schema("vip", "vips", "soak-high", 500),
@@ -122,6 +129,7 @@ async fn soak() {
             format!("tok-{user}"),
             2,
             until,
+            Duration::from_millis(10),
         )
     };
     let until = Instant::now() + Duration::from_secs(3);
@@ -201,7 +209,8 @@ async fn soak() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (_, watches_rss) = proxy.memory_kib();
 
-    // The flood: 600 closed-loop workers on a level of 18 seats, beside the exempt and vip flows.
+    // The flood: 100 × FLOOD_PER_USER closed-loop workers on a level of 18 seats, beside the
+    // exempt and vip flows.
     let until = Instant::now() + flood_for;
     let flood_client = Arc::new(https_client(&pki.client));
     let flood = (0..flooders).map(|i| {
@@ -209,8 +218,9 @@ async fn soak() {
             Arc::clone(&flood_client),
             pod_url.clone(),
             format!("tok-flood-{i}"),
-            6,
+            per_user,
             until,
+            backoff,
         )
     });
     let (flood_results, (mut admin_busy, a), (mut vip_busy, v)) = tokio::join!(
@@ -241,7 +251,12 @@ async fn soak() {
         + metric_sum(&text, "apiserver_flowcontrol_current_inqueue_requests{");
     let total_sent = sent.sent() + watch_outcomes.sent();
 
-    println!("## Overload and soak ({} s flood)\n", flood_for.as_secs());
+    println!(
+        "## Overload and soak ({} s flood: {} workers, queue length {queue_length}, back-off {} ms)\n",
+        flood_for.as_secs(),
+        per_user * flooders,
+        backoff.as_millis()
+    );
     println!("| measure | value |\n|---|---|");
     println!("| requests sent by the clients (watches included) | {total_sent} |");
     println!(
@@ -415,6 +430,7 @@ async fn compare(flows: &[Flow], config: &str, server_cl: u32, capacity: usize, 
                 format!("tok-{}", f.user),
                 f.concurrency,
                 until,
+                Duration::from_millis(10),
             )
         });
         let results = futures_util::future::join_all(runs).await;

@@ -358,6 +358,7 @@ pub async fn closed_loop(
     token: String,
     concurrency: usize,
     until: Instant,
+    backoff: Duration,
 ) -> (Latencies, Outcomes) {
     let workers: Vec<_> = (0..concurrency)
         .map(|_| {
@@ -373,8 +374,8 @@ pub async fn closed_loop(
                         latencies.push(started.elapsed());
                     }
                     if status == Some(StatusCode::TOO_MANY_REQUESTS) {
-                        // A client-go client would back off; keep the offered load up anyway.
-                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        // client-go backs off (it honours Retry-After, 1 s at least).
+                        tokio::time::sleep(backoff).await;
                     }
                 }
                 (latencies, outcomes)
