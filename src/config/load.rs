@@ -26,8 +26,10 @@ fn format_of(path: &Path) -> Option<Format> {
     }
 }
 
-/// Reads the `.yaml`, `.yml` and `.json` files of `dir`, sorted by name; subdirectories and
-/// other files are ignored.
+/// Reads the `.yaml`, `.yml` and `.json` files of `dir`, sorted by name; other names (and so
+/// ordinary subdirectories) are ignored. An entry with a configuration name that is not a file (a
+/// directory put where `flowcontrol.yaml` was) is an error: ignoring it would drop its objects
+/// silently, where a reload must keep the last good configuration.
 pub fn read_dir(dir: &Path) -> Result<Vec<SourceFile>, ConfigError> {
     let read_dir_err = |source| ConfigError::ReadDir {
         dir: dir.to_path_buf(),
@@ -48,7 +50,10 @@ pub fn read_dir(dir: &Path) -> Result<Vec<SourceFile>, ConfigError> {
             source,
         })?;
         if !meta.is_file() {
-            continue;
+            return Err(ConfigError::ReadFile {
+                path,
+                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
+            });
         }
         let bytes = read_bounded(&path).map_err(|source| ConfigError::ReadFile {
             path: path.clone(),

@@ -346,4 +346,16 @@ fn yaml_merge_keys_are_applied() {
         .any(|fs| fs.name == "merged"));
 }
 
+#[test]
+fn a_config_name_that_is_not_a_file_is_an_error_and_other_subdirectories_are_ignored() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("plain-subdir")).expect("subdir");
+    super::load_dir(dir.path()).expect("an ordinary subdirectory is ignored");
+    std::fs::create_dir(dir.path().join("flowcontrol.yaml")).expect("dir named like a file");
+    let error = super::load_dir(dir.path()).expect_err("a directory named flowcontrol.yaml");
+    assert!(error.is_io());
+    assert!(error.to_string().contains("flowcontrol.yaml"), "{error}");
+    assert!(error.to_string().contains("not a regular file"), "{error}");
+}
+
 mod props;
