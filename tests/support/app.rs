@@ -287,6 +287,16 @@ pub struct TestClient {
 }
 
 impl TestClient {
+    /// The TLS stream of a fresh connection, before any HTTP (for raw HTTP/2 frame tests).
+    pub async fn tls_stream(&self) -> tokio_rustls::client::TlsStream<TcpStream> {
+        within("tls connect", async {
+            let tcp = TcpStream::connect(self.addr).await.expect("tcp connect");
+            let name = ServerName::try_from("localhost").expect("name");
+            self.tls.connect(name, tcp).await.expect("tls handshake")
+        })
+        .await
+    }
+
     /// Opens a connection (TLS, then HTTP/1.1 or HTTP/2 as ALPN chose).
     pub async fn connect(&self) -> Conn {
         within("connect", async {
