@@ -38,7 +38,7 @@ fn literal(name: &str, value_len: usize) -> Vec<u8> {
         }
         out.push(u8::try_from(n).expect("byte"));
     }
-    out.extend(std::iter::repeat_n(b'a', value_len));
+    out.resize(out.len() + value_len, b'a');
     out
 }
 
@@ -78,9 +78,7 @@ async fn an_endless_header_block_is_cut_with_the_connection() {
     let mut written = 0usize;
     let outcome = within("the server cuts the header flood", async {
         while written < FLOOD_LIMIT {
-            if let Err(err) = tls.write_all(&continuation).await {
-                return Err(err);
-            }
+            tls.write_all(&continuation).await?;
             written += continuation.len();
         }
         Ok(())
