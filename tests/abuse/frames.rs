@@ -81,7 +81,7 @@ async fn an_endless_header_block_is_cut_with_the_connection() {
             tls.write_all(&continuation).await?;
             written += continuation.len();
         }
-        Ok(())
+        Ok::<(), std::io::Error>(())
     })
     .await;
     // Either the writes fail, or the server has stopped reading and answers EOF/GOAWAY.
