@@ -68,3 +68,69 @@ async fn a_body_that_never_ends_gets_504_at_the_request_timeout_and_frees_its_se
         assert_eq!(ok.status(), 200);
     }
 }
+
+/// `method path` with a declared `Content-Length` of `length` and a body that never comes: the
+/// answer must not need it.
+fn declared(method: &str, path: &str, length: u64) -> http::Request<TestBody> {
+    let (sender, body) = trickle();
+    // Keep the body open for the life of the request without sending anything.
+    std::mem::forget(sender);
+    http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .header("content-length", length.to_string())
+        .body(body)
+        .expect("request")
+}
+
+#[tokio::test]
+async fn a_declared_body_over_max_request_bytes_gets_413_before_taking_a_seat() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).config(LEVELS).start().await;
+    let limit: u64 = 3 * 1024 * 1024;
+    let writes = [
+        ("POST", "/api/v1/namespaces/ns/pods"),
+        ("PUT", "/api/v1/namespaces/ns/pods/web"),
+        ("PATCH", "/api/v1/namespaces/ns/pods/web"),
+        ("DELETE", "/api/v1/namespaces/ns/pods/web"),
+        ("DELETE", "/api/v1/namespaces/ns/pods"),
+    ];
+    for version in [Version::HTTP_11, Version::HTTP_2] {
+        for (method, path) in writes {
+            let mut conn = app.client_with(None, version).connect().await;
+            let response = conn.send(declared(method, path, limit + 1)).await;
+            let status = crate::support_status(response, 413, "RequestEntityTooLarge").await;
+            assert_eq!(
+                status["message"], "Request entity too large: limit is 3145728",
+                "{version:?} {method} {path}"
+            );
+        }
+    }
+    let tiny = app.level("tiny");
+    assert_eq!(tiny.counters.dispatched, 0, "no seat was taken: {tiny:?}");
+    assert!(fake.requests().is_empty() || fake.requests().iter().all(|r| r.method == "GET"));
+    // At the limit the request goes through (and reaches the upstream).
+    let body = vec![b' '; usize::try_from(limit).expect("limit")];
+    let post = crate::support::app::request(
+        "POST",
+        "/api/v1/namespaces/ns/pods",
+        None,
+        Bytes::from(body),
+    );
+    let response = app.client().send(post).await;
+    assert_eq!(response.status(), 201);
+}
+
+#[tokio::test]
+async fn max_request_bytes_zero_disables_the_check() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url)
+        .config(LEVELS)
+        .flag("--max-request-bytes=0")
+        .start()
+        .await;
+    let big = Bytes::from(vec![b' '; 4 << 20]);
+    let post = crate::support::app::request("POST", "/api/v1/namespaces/ns/pods", None, big);
+    assert_eq!(app.client().send(post).await.status(), 201);
+}
