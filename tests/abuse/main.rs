@@ -8,6 +8,7 @@
 mod support;
 
 mod bodies;
+mod connections;
 mod frames;
 mod http2;
 mod identity;
