@@ -200,6 +200,9 @@ impl Proxy {
             effective_timeout(query.as_deref(), self.request_timeout)?
         };
         let identity = self.authenticate(ctx, &request).await?;
+        // The apiserver's impersonation filter runs after authentication and before flow
+        // control: a refused impersonation never takes a seat.
+        self.forwarder.check_impersonation(request.headers())?;
         if long_running && info.verb != "watch" {
             // Like the apiserver: exec, attach, port-forward, proxy and log follow bypass APF.
             return self.forward(ctx, request, &identity, true).await;

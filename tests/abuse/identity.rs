@@ -89,6 +89,23 @@ async fn forged_identity_headers_never_reach_exempt_or_the_upstream_in_any_mode(
                 assert_eq!(schema, "tenants-fs-uid", "{mode}/{who}");
             }
         }
+        // The metrics agree: nothing was dispatched in the exempt schema.
+        let metrics = app.app.metrics().encode();
+        let dispatched_in = |schema: &str| {
+            metrics.lines().any(|l| {
+                l.starts_with("apiserver_flowcontrol_dispatched_requests_total")
+                    && l.contains(&format!("flow_schema=\"{schema}\""))
+            })
+        };
+        // In impersonate mode the 403 comes before flow control (as the apiserver's
+        // impersonation filter): no seat was taken.
+        assert_eq!(dispatched_in("tenants"), mode != "impersonate", "{mode}");
+        assert!(
+            !metrics.lines().any(|l| l
+                .starts_with("apiserver_flowcontrol_dispatched_requests_total")
+                && l.contains("flow_schema=\"exempt\"")),
+            "{mode}: {metrics}"
+        );
         assert_eq!(
             forged_upstream(&world, mode == "impersonate"),
             vec![],
