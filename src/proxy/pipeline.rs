@@ -7,6 +7,8 @@
 //! than watches bypass flow control, and exempt requests are counted but never queued.
 
 mod metering;
+#[cfg(test)]
+mod tests;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
