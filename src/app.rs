@@ -123,6 +123,7 @@ impl App {
                 forwarder,
                 opts.request_timeout,
             )
+            .with_max_request_bytes(opts.max_request_bytes)
             .with_metrics(Arc::clone(&metrics)),
         );
         let (end_watches, watches_end) = shutdown_channel();

@@ -4,8 +4,6 @@
 
 mod support;
 
-#[path = "proxy_e2e/abuse.rs"]
-mod abuse;
 #[path = "proxy_e2e/admin.rs"]
 mod admin;
 #[path = "proxy_e2e/authn.rs"]

@@ -133,8 +133,9 @@ impl Forwarder {
         Ok(relay(response, caller_upgrade, deadline))
     }
 
-    /// See the `headers` module documentation for why only `impersonate` mode refuses them.
-    fn check_impersonation(&self, headers: &http::HeaderMap) -> Result<(), ProxyError> {
+    /// Refuses a caller's own `Impersonate-*` headers in `impersonate` mode (403). See the
+    /// `headers` module documentation for why only `impersonate` mode refuses them.
+    pub fn check_impersonation(&self, headers: &http::HeaderMap) -> Result<(), ProxyError> {
         if self.config.mode == IdentityForwarding::Impersonate && has_impersonation(headers) {
             return Err(ProxyError::Forbidden {
                 message: "Impersonate-* headers cannot pass a proxy that itself impersonates the caller (--identity-forwarding=impersonate)".to_string(),

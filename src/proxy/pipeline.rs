@@ -7,6 +7,8 @@
 //! than watches bypass flow control, and exempt requests are counted but never queued.
 
 mod metering;
+#[cfg(test)]
+mod tests;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -39,6 +41,36 @@ pub const FLOW_SCHEMA_UID_HEADER: &str = "x-kubernetes-pf-flowschema-uid";
 /// `X-Kubernetes-PF-PriorityLevel-UID`: its priority level's UID.
 pub const PRIORITY_LEVEL_UID_HEADER: &str = "x-kubernetes-pf-prioritylevel-uid";
 
+/// kube-apiserver's default `--max-request-bytes` (3 MiB).
+pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 3 * 1024 * 1024;
+
+/// The verbs whose handlers read the body through the apiserver's `limitedReadBody`.
+const BODY_LIMITED_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+
+/// The apiserver reads at most `limit` body bytes of a write (`limitedReadBody`) and answers 413
+/// beyond. It does so after taking a seat; a declared `Content-Length` lets the proxy give the
+/// same answer without one. Chunked bodies (no length) are streamed and left to the upstream.
+fn check_body_size(
+    info: &RequestInfo,
+    headers: &http::HeaderMap,
+    limit: u64,
+) -> Result<(), ProxyError> {
+    if limit == 0 || !info.is_resource_request || !BODY_LIMITED_VERBS.contains(&info.verb.as_str())
+    {
+        return Ok(());
+    }
+    let declared = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match declared {
+        Some(length) if length > limit => Err(ProxyError::PayloadTooLarge {
+            message: format!("limit is {limit}"),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Everything a request passes through.
 pub struct Proxy {
     authenticator: Arc<Authenticator>,
@@ -46,6 +78,7 @@ pub struct Proxy {
     estimator: WorkEstimator,
     forwarder: Forwarder,
     request_timeout: Duration,
+    max_request_bytes: u64,
     metrics: Arc<Metrics>,
 }
 
@@ -104,6 +137,7 @@ impl Proxy {
             estimator,
             forwarder,
             request_timeout,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             metrics: Metrics::new(),
         }
     }
@@ -111,6 +145,13 @@ impl Proxy {
     /// Reports to `metrics` instead of the private registry [`new`](Self::new) made.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Proxy {
         self.metrics = metrics;
+        self
+    }
+
+    /// `--max-request-bytes`: a create, update, patch, delete or deletecollection whose declared
+    /// `Content-Length` exceeds it gets the apiserver's 413 before it takes a seat (0: no limit).
+    pub fn with_max_request_bytes(mut self, limit: u64) -> Proxy {
+        self.max_request_bytes = limit;
         self
     }
 
@@ -176,10 +217,14 @@ impl Proxy {
             effective_timeout(query.as_deref(), self.request_timeout)?
         };
         let identity = self.authenticate(ctx, &request).await?;
+        // The apiserver's impersonation filter runs after authentication and before flow
+        // control: a refused impersonation never takes a seat.
+        self.forwarder.check_impersonation(request.headers())?;
         if long_running && info.verb != "watch" {
             // Like the apiserver: exec, attach, port-forward, proxy and log follow bypass APF.
             return self.forward(ctx, request, &identity, true).await;
         }
+        check_body_size(&info, request.headers(), self.max_request_bytes)?;
         let snapshot = self.flow_control.snapshot();
         let class = classify(snapshot.config(), &identity, &info);
         ctx.classification = Some(class.clone());

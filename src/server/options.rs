@@ -152,6 +152,11 @@ pub struct ServeOptions {
     #[arg(long, default_value = "60s", value_parser = parse_duration, help_heading = "Flow control")]
     pub request_timeout: Duration,
 
+    /// The largest body, in bytes, of a create, update, patch or delete; a larger declared
+    /// Content-Length gets 413 before it takes a seat. 0 disables the check.
+    #[arg(long, default_value_t = 3 * 1024 * 1024, help_heading = "Flow control")]
+    pub max_request_bytes: u64,
+
     // === Operations ===
     /// Plain-HTTP address for /metrics, /healthz, /livez, /readyz and /debug endpoints.
     #[arg(long, default_value = "127.0.0.1:8081", help_heading = "Operations")]

@@ -321,6 +321,16 @@ pub struct TestClient {
 }
 
 impl TestClient {
+    /// The TLS stream of a fresh connection, before any HTTP (for raw HTTP/2 frame tests).
+    pub async fn tls_stream(&self) -> tokio_rustls::client::TlsStream<TcpStream> {
+        within("tls connect", async {
+            let tcp = TcpStream::connect(self.addr).await.expect("tcp connect");
+            let name = ServerName::try_from("localhost").expect("name");
+            self.tls.connect(name, tcp).await.expect("tls handshake")
+        })
+        .await
+    }
+
     /// Opens a connection (TLS, then HTTP/1.1 or HTTP/2 as ALPN chose).
     pub async fn connect(&self) -> Conn {
         within("connect", async {
@@ -363,13 +373,6 @@ impl TestClient {
         within("try_get", self.try_send(request))
             .await
             .map(|r| r.status())
-    }
-
-    /// A raw TLS connection (ALPN as the client was made with), for hand-written frames.
-    pub async fn tls_stream(&self) -> tokio_rustls::client::TlsStream<TcpStream> {
-        let tcp = TcpStream::connect(self.addr).await.expect("tcp connect");
-        let name = ServerName::try_from("localhost").expect("name");
-        self.tls.connect(name, tcp).await.expect("tls handshake")
     }
 
     /// Sends `request` over HTTP/1.1 on a fresh connection, without a time bound of its own;
