@@ -363,7 +363,7 @@ async fn a_deleted_or_corrupted_configuration_keeps_the_last_good_one_serving() 
     };
     let file = dir.join("flowcontrol.yaml");
     type Breakage<'a> = (&'a str, Box<dyn Fn() + 'a>);
-    let breakages: [Breakage; 3] = [
+    let breakages: [Breakage; 4] = [
         (
             "truncated",
             Box::new(|| std::fs::write(&file, &TINY_LEVEL[..200]).expect("truncate")),
@@ -376,6 +376,13 @@ async fn a_deleted_or_corrupted_configuration_keeps_the_last_good_one_serving() 
             "deleted",
             Box::new(|| std::fs::remove_dir_all(&dir).expect("delete")),
         ),
+        (
+            "replaced by a directory",
+            Box::new(|| {
+                std::fs::remove_file(&file).expect("remove");
+                std::fs::create_dir(&file).expect("a directory named like the file");
+            }),
+        ),
     ];
     let mut sent = 0;
     for (what, breakage) in breakages {
@@ -387,6 +394,7 @@ async fn a_deleted_or_corrupted_configuration_keeps_the_last_good_one_serving() 
         tenants_served().await;
         sent += 1;
         std::fs::create_dir_all(&dir).expect("dir");
+        let _ = std::fs::remove_dir(&file);
         std::fs::write(&file, TINY_LEVEL).expect("restore");
         reloader
             .reload_config(tokio::time::Instant::now())
@@ -398,7 +406,7 @@ async fn a_deleted_or_corrupted_configuration_keeps_the_last_good_one_serving() 
         "apf_proxy_config_reloads_total{result=\"failure\"}",
     );
     // The 2 s poll may have seen a breakage too before it was restored.
-    assert!(failures >= 3.0, "{failures}");
+    assert!(failures >= 4.0, "{failures}");
     app.assert_settled().await;
     all_accounted(&app, sent);
 }
