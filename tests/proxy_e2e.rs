@@ -146,17 +146,4 @@ pub async fn body_json(response: Response<Incoming>) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("json body ({e}): {}", String::from_utf8_lossy(&bytes)))
 }
 
-/// Asserts a Kubernetes `Status` body with `code` and `reason`; returns it.
-pub async fn assert_status(
-    response: Response<Incoming>,
-    code: u16,
-    reason: &str,
-) -> serde_json::Value {
-    assert_eq!(response.status().as_u16(), code);
-    let status = body_json(response).await;
-    assert_eq!(status["kind"], "Status", "{status}");
-    assert_eq!(status["status"], "Failure", "{status}");
-    assert_eq!(status["code"], code, "{status}");
-    assert_eq!(status["reason"], reason, "{status}");
-    status
-}
+pub use support::app::assert_status;

@@ -100,7 +100,7 @@ async fn a_declared_body_over_max_request_bytes_gets_413_before_taking_a_seat() 
         for (method, path) in writes {
             let mut conn = app.client_with(None, version).connect().await;
             let response = conn.send(declared(method, path, limit + 1)).await;
-            let status = crate::support_status(response, 413, "RequestEntityTooLarge").await;
+            let status = crate::assert_status(response, 413, "RequestEntityTooLarge").await;
             assert_eq!(
                 status["message"], "Request entity too large: limit is 3145728",
                 "{version:?} {method} {path}"

@@ -101,19 +101,4 @@ pub fn flow_schema<B>(response: &Response<B>) -> String {
         .unwrap_or_default()
 }
 
-/// Asserts a Kubernetes `Status` body with `code` and `reason`; returns it.
-pub async fn support_status(
-    response: Response<hyper::body::Incoming>,
-    code: u16,
-    reason: &str,
-) -> serde_json::Value {
-    assert_eq!(response.status().as_u16(), code);
-    let bytes = support::app::within("status body", support::read_body(response))
-        .await
-        .expect("body");
-    let status: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
-    assert_eq!(status["kind"], "Status", "{status}");
-    assert_eq!(status["code"], code, "{status}");
-    assert_eq!(status["reason"], reason, "{status}");
-    status
-}
+pub use support::app::assert_status;

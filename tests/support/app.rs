@@ -503,3 +503,22 @@ pub fn metric_sum(text: &str, prefix: &str) -> f64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
+
+/// Asserts a Kubernetes `Status` failure body with `code` and `reason`; returns it.
+pub async fn assert_status(
+    response: Response<Incoming>,
+    code: u16,
+    reason: &str,
+) -> serde_json::Value {
+    assert_eq!(response.status().as_u16(), code);
+    let bytes = within("response body", super::read_body(response))
+        .await
+        .expect("body");
+    let status: serde_json::Value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("json body ({e}): {}", String::from_utf8_lossy(&bytes)));
+    assert_eq!(status["kind"], "Status", "{status}");
+    assert_eq!(status["status"], "Failure", "{status}");
+    assert_eq!(status["code"], code, "{status}");
+    assert_eq!(status["reason"], reason, "{status}");
+    status
+}
