@@ -35,7 +35,8 @@ pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     /// HTTP/1: request line and headers, in bytes, beyond which the answer is 431 (at least 8 KiB).
     pub max_header_bytes: usize,
-    /// HTTP/1: headers per request, beyond which the answer is 431.
+    /// HTTP/1: headers per request, beyond which the answer is 431. Go's server has no such count
+    /// (only the byte limit); 100, hyper's default, is parsed without a heap allocation.
     pub max_headers: usize,
     /// A connection with no request in flight for this long is closed gracefully.
     pub idle_timeout: Duration,
@@ -65,7 +66,7 @@ impl Default for ConnectionLimits {
             tls_handshake_timeout: Duration::from_secs(32),
             header_read_timeout: Duration::from_secs(32),
             max_header_bytes: 1 << 20,
-            max_headers: 256,
+            max_headers: connection::HYPER_DEFAULT_MAX_HEADERS,
             idle_timeout: Duration::from_secs(90),
             http2_max_concurrent_streams: 100,
             http2_max_header_list_size: 1 << 20,

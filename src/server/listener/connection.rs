@@ -182,6 +182,9 @@ impl Activity {
 }
 
 /// The three protocol configurations: by ALPN, or sniffed when the client offered none.
+/// hyper's own limit on headers per HTTP/1 request (`DEFAULT_MAX_HEADERS` in hyper's `h1::role`).
+pub(super) const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
+
 struct Builders {
     sniff: auto::Builder<TokioExecutor>,
     http1: auto::Builder<TokioExecutor>,
@@ -191,13 +194,17 @@ struct Builders {
 impl Builders {
     fn new(limits: &ConnectionLimits) -> Self {
         let mut sniff = auto::Builder::new(TokioExecutor::new());
-        sniff
-            .http1()
+        let mut http1 = sniff.http1();
+        http1
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_read_timeout)
             .max_buf_size(limits.max_header_bytes.max(8192))
-            .max_headers(limits.max_headers)
             .keep_alive(true);
+        // hyper parses into a stack array of its default size (100) unless a limit is set; any
+        // explicit limit, even 100, costs two heap allocations per request.
+        if limits.max_headers != HYPER_DEFAULT_MAX_HEADERS {
+            http1.max_headers(limits.max_headers);
+        }
         let connection_window = limits
             .http2_max_frame_size
             .saturating_mul(limits.http2_max_concurrent_streams.max(1))
