@@ -25,7 +25,7 @@ use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 
-pub use client::{UpstreamAuth, UpstreamClient};
+pub use client::{UpstreamAuth, UpstreamBody, UpstreamClient};
 pub use error::{
     error_response, status_body, ProxyError, Status, StatusCause, StatusDetails, UpstreamError,
 };

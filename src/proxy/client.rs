@@ -1,4 +1,5 @@
-//! The upstream client: pooled connections over rustls, HTTP/2 when the upstream offers it by
+//! The upstream client: pooled connections over rustls ([`pool`]: hyper's connection-level
+//! client, one keyless pool per upstream and TLS identity), HTTP/2 when the upstream offers it by
 //! ALPN, a separate HTTP/1.1-only pool for upgrades and long-running requests, and the proxy's
 //! own credentials.
 //!
@@ -16,6 +17,7 @@
 //! the proxy.
 
 mod insecure;
+mod pool;
 mod token;
 
 use std::sync::Arc;
@@ -23,23 +25,18 @@ use std::time::Duration;
 
 use http::header::{HeaderValue, AUTHORIZATION};
 use http::{Request, Response, Uri};
-use hyper::body::Incoming;
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustls::ClientConfig;
 
 use super::upstream_config::{ClientIdentity, ResolvedUpstream, UpstreamConfigError};
 use super::{ProxyBody, UpstreamError};
+use pool::Pool;
+pub use pool::PooledBody as UpstreamBody;
 use token::TokenSource;
 
 /// How long a TCP connect to the upstream may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long an idle pooled connection is kept.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
-/// Idle connections kept per host (the upstream is one host).
-const POOL_MAX_IDLE_PER_HOST: usize = 64;
 
 /// Whose credentials a request carries to the upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,15 +50,13 @@ pub enum UpstreamAuth {
     Proxy,
 }
 
-type HyperClient = Client<HttpsConnector<HttpConnector>, ProxyBody>;
-
 /// Pools for one TLS identity.
 #[derive(Clone)]
 struct Pools {
     /// h2 by ALPN, else HTTP/1.1.
-    pooled: HyperClient,
+    pooled: Arc<Pool>,
     /// HTTP/1.1 only: upgrades and long-running requests.
-    http1: HyperClient,
+    http1: Arc<Pool>,
 }
 
 /// A client for the one upstream apiserver. Cheap to clone (shared pools).
@@ -149,7 +144,7 @@ impl UpstreamClient {
         mut request: Request<ProxyBody>,
         auth: UpstreamAuth,
         dedicated: bool,
-    ) -> Result<Response<Incoming>, UpstreamError> {
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
         let pools = match auth {
             UpstreamAuth::Caller => &self.inner.without_identity,
             UpstreamAuth::ProxyCertificate | UpstreamAuth::Proxy => &self.inner.with_identity,
@@ -166,23 +161,12 @@ impl UpstreamClient {
                 request.headers_mut().insert(AUTHORIZATION, value);
             }
         }
-        // hyper-util sends HTTP/2 on an h2 connection whatever the version says, but refuses a
-        // HTTP/2 request on an HTTP/1 connection.
-        *request.version_mut() = http::Version::HTTP_11;
-        let client = if dedicated {
+        let pool = if dedicated {
             &pools.http1
         } else {
             &pools.pooled
         };
-        client.request(request).await.map_err(classify_error)
-    }
-}
-
-fn classify_error(error: hyper_util::client::legacy::Error) -> UpstreamError {
-    if error.is_connect() {
-        UpstreamError::Unavailable(Box::new(error))
-    } else {
-        UpstreamError::BadGateway(Box::new(error))
+        pool.send(request).await
     }
 }
 
@@ -191,8 +175,8 @@ fn pools(
     identity: Option<&ClientIdentity>,
 ) -> Result<Pools, UpstreamConfigError> {
     Ok(Pools {
-        pooled: hyper_client(tls_config(upstream, identity)?, true),
-        http1: hyper_client(tls_config(upstream, identity)?, false),
+        pooled: pool(upstream, tls_config(upstream, identity)?, true),
+        http1: pool(upstream, tls_config(upstream, identity)?, false),
     })
 }
 
@@ -222,7 +206,7 @@ fn tls_config(
     })
 }
 
-fn hyper_client(tls: ClientConfig, allow_h2: bool) -> HyperClient {
+fn pool(upstream: &ResolvedUpstream, tls: ClientConfig, allow_h2: bool) -> Arc<Pool> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_connect_timeout(Some(CONNECT_TIMEOUT));
@@ -236,12 +220,7 @@ fn hyper_client(tls: ClientConfig, allow_h2: bool) -> HyperClient {
     } else {
         builder.wrap_connector(http)
     };
-    Client::builder(TokioExecutor::new())
-        .pool_timer(TokioTimer::new())
-        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-        .pool_max_idle_per_host(POOL_MAX_IDLE_PER_HOST)
-        .timer(TokioTimer::new())
-        .build(connector)
+    Arc::new(Pool::new(connector, upstream.server.clone(), allow_h2))
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+
 use hyper::upgrade::OnUpgrade;
 use tokio::time::Instant;
 
@@ -34,7 +34,9 @@ use super::headers::{
 };
 use super::timeout::effective_timeout;
 use super::upgrade::splice_upgrades;
-use super::{empty_body, BoxError, ProxyBody, ProxyError, UpstreamClient, UpstreamError};
+use super::{
+    empty_body, BoxError, ProxyBody, ProxyError, UpstreamBody, UpstreamClient, UpstreamError,
+};
 use crate::auth::Identity;
 use deadline::DeadlineBody;
 
@@ -197,7 +199,7 @@ impl Forwarder {
         request: Request<ProxyBody>,
         dedicated: bool,
         deadline: Option<Deadline>,
-    ) -> Result<Response<Incoming>, ProxyError> {
+    ) -> Result<Response<UpstreamBody>, ProxyError> {
         let auth = match self.config.mode {
             IdentityForwarding::Passthrough => UpstreamAuth::Caller,
             IdentityForwarding::Impersonate => UpstreamAuth::Proxy,
@@ -223,7 +225,7 @@ struct Deadline {
 /// The upstream's response for the caller: hop-by-hop headers stripped; a `101` joins the two
 /// upgraded connections; otherwise the body streams (cut at the deadline, if any).
 fn relay(
-    mut response: Response<Incoming>,
+    mut response: Response<UpstreamBody>,
     caller_upgrade: Option<OnUpgrade>,
     deadline: Option<Deadline>,
 ) -> Response<ProxyBody> {
