@@ -19,7 +19,6 @@ mod observer;
 mod proxy;
 pub mod timing_ratio;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use prometheus::core::Collector;
@@ -41,7 +40,8 @@ pub struct Metrics {
     endpoints: endpoints::Families,
     proxy: proxy::Families,
     /// Each level's timing-ratio gauges, made on first use ([`Metrics::level_gauges`]).
-    level_gauges: Mutex<HashMap<String, PriorityLevelGauges>>,
+    /// FNV: looked up several times per request by a configured level name (not caller input).
+    level_gauges: Mutex<fnv::FnvHashMap<String, PriorityLevelGauges>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -67,7 +67,7 @@ impl Metrics {
             flowcontrol,
             endpoints,
             proxy,
-            level_gauges: Mutex::new(HashMap::new()),
+            level_gauges: Mutex::new(fnv::FnvHashMap::default()),
         })
     }
 

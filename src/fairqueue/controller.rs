@@ -6,7 +6,7 @@
 //! after each digest and every 10 s), and `startRequest`/`Handle` for admission with the
 //! dropped-requests tracker's `Retry-After`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -71,7 +71,8 @@ impl LevelHandle {
 #[derive(Debug)]
 pub struct Snapshot {
     config: Arc<Config>,
-    levels: HashMap<String, LevelHandle>,
+    /// FNV: looked up once per request by a configured level name (not caller input).
+    levels: fnv::FnvHashMap<String, LevelHandle>,
 }
 
 impl Snapshot {
@@ -165,7 +166,7 @@ impl FlowControl {
             }),
             snapshot: RwLock::new(Arc::new(Snapshot {
                 config: Arc::new(config.clone()),
-                levels: HashMap::new(),
+                levels: fnv::FnvHashMap::default(),
             })),
             dropped: Mutex::new(DroppedRequestsTracker::new()),
         };

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::{HeaderValue, AUTHORIZATION};
+use http::uri::PathAndQuery;
 use http::{Request, Response, Uri};
 use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -136,7 +137,23 @@ impl UpstreamClient {
         Ok(Uri::from_parts(parts)?)
     }
 
-    /// Sends a request whose URI is already absolute (see [`UpstreamClient::uri_for`]). With
+    /// The upstream request target for a caller's: the caller's path and query as they are when
+    /// the server URL has no path (nothing is parsed again), else joined as in
+    /// [`UpstreamClient::uri_for`].
+    pub fn target_for(&self, path_and_query: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
+        let server_path = self.inner.server.path();
+        match path_and_query {
+            Some(pq) if server_path.is_empty() || server_path == "/" => {
+                let mut parts = http::uri::Parts::default();
+                parts.path_and_query = Some(pq.clone());
+                Ok(Uri::from_parts(parts)?)
+            }
+            _ => self.uri_for(path_and_query.map_or("/", PathAndQuery::as_str)),
+        }
+    }
+
+    /// Sends a request whose URI is absolute ([`UpstreamClient::uri_for`]) or origin-form
+    /// ([`UpstreamClient::target_for`]). With
     /// `dedicated` (upgrades and long-running requests), it goes over an HTTP/1.1 connection of
     /// its own (never pooled again after an upgrade).
     pub async fn send(
@@ -263,8 +280,18 @@ mod tests {
             ),
         ];
         for (server, path, want) in cases {
-            let uri = client(server).uri_for(path).expect("uri");
+            let client = client(server);
+            let uri = client.uri_for(path).expect("uri");
             assert_eq!(uri.to_string(), want, "{server} + {path}");
+            // The forwarding path reaches the same path and query, origin-form.
+            let target = client
+                .target_for(Some(&path.parse().expect("path")))
+                .expect("target");
+            assert_eq!(
+                target.path_and_query(),
+                uri.path_and_query(),
+                "{server} + {path}"
+            );
         }
     }
 }

@@ -171,10 +171,9 @@ impl Forwarder {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        let path_and_query = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
         let uri = self
             .client
-            .uri_for(path_and_query)
+            .target_for(request.uri().path_and_query())
             .map_err(|e| ProxyError::BadRequest {
                 message: format!("the request URL cannot be forwarded: {e}"),
             })?;

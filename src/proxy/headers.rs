@@ -122,33 +122,49 @@ fn connection_tokens(headers: &HeaderMap) -> impl Iterator<Item = String> + '_ {
 /// `Keep-Alive`, `Proxy-*`, `TE`, `Trailer`, `Transfer-Encoding`, and `Upgrade` unless
 /// `keep_upgrade` (then `Connection: Upgrade` is kept too).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
-    let listed: Vec<String> = connection_tokens(headers).collect();
-    for token in &listed {
-        if keep_upgrade && token == "upgrade" {
-            continue;
-        }
-        if let Ok(name) = HeaderName::from_bytes(token.as_bytes()) {
-            headers.remove(name);
-        }
-    }
-    for name in [
-        &KEEP_ALIVE,
-        &PROXY_CONNECTION,
-        &PROXY_AUTHENTICATE,
-        &PROXY_AUTHORIZATION,
-        &TE,
-        &TRAILER,
-        &TRANSFER_ENCODING,
-    ] {
+    strip_hop_by_hop_and(headers, keep_upgrade, |_| false);
+}
+
+/// [`strip_hop_by_hop`], plus every header for which `also` holds, in one pass over the names (a
+/// `remove` per name that is not there costs a hash each, on every request).
+fn strip_hop_by_hop_and(
+    headers: &mut HeaderMap,
+    keep_upgrade: bool,
+    also: impl Fn(&HeaderName) -> bool,
+) {
+    let listed: Vec<HeaderName> = connection_tokens(headers)
+        .filter(|token| !(keep_upgrade && token == "upgrade"))
+        .filter_map(|token| HeaderName::from_bytes(token.as_bytes()).ok())
+        .collect();
+    let doomed: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| {
+            HOP_BY_HOP.contains(name)
+                || (!keep_upgrade && *name == UPGRADE)
+                || listed.contains(name)
+                || also(name)
+        })
+        .cloned()
+        .collect();
+    for name in doomed {
         headers.remove(name);
     }
-    headers.remove(CONNECTION);
     if keep_upgrade {
         headers.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
-    } else {
-        headers.remove(UPGRADE);
     }
 }
+
+/// Always hop-by-hop (RFC 9110 §7.6.1, and the `Proxy-*`/`Keep-Alive` of RFC 2616's list).
+static HOP_BY_HOP: [&HeaderName; 8] = [
+    &CONNECTION,
+    &KEEP_ALIVE,
+    &PROXY_CONNECTION,
+    &PROXY_AUTHENTICATE,
+    &PROXY_AUTHORIZATION,
+    &TE,
+    &TRAILER,
+    &TRANSFER_ENCODING,
+];
 
 /// Prepares a caller's request headers for the upstream in `mode`: strips hop-by-hop headers,
 /// forged identity headers, `Host` (the client sets the upstream's), and in `impersonate` and
@@ -165,20 +181,12 @@ pub fn prepare_request_headers(
     peer: Option<IpAddr>,
     upgrade: bool,
 ) {
-    strip_hop_by_hop(headers, upgrade);
-    headers.remove(HOST);
-    let forged: Vec<HeaderName> = headers
-        .keys()
-        .filter(|k| {
-            forgeable.matches(k)
-                || (mode == IdentityForwarding::Impersonate
-                    && k.as_str().starts_with(IMPERSONATE_PREFIX))
-        })
-        .cloned()
-        .collect();
-    for name in forged {
-        headers.remove(name);
-    }
+    let impersonating = mode == IdentityForwarding::Impersonate;
+    strip_hop_by_hop_and(headers, upgrade, |name| {
+        *name == HOST
+            || forgeable.matches(name)
+            || (impersonating && name.as_str().starts_with(IMPERSONATE_PREFIX))
+    });
     match mode {
         IdentityForwarding::Passthrough => {}
         IdentityForwarding::Impersonate => {
@@ -288,19 +296,49 @@ fn is_token_byte(b: u8) -> bool {
 /// Appends the peer to `X-Forwarded-For` (joining existing values with `, ` as Go's
 /// `httputil.ReverseProxy` does).
 fn append_forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
-    let previous: Vec<&str> = headers
+    let mut previous = headers
         .get_all(&X_FORWARDED_FOR)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .collect();
-    let joined = if previous.is_empty() {
-        peer.to_string()
+        .peekable();
+    let value = if previous.peek().is_none() {
+        ip_header_value(peer)
     } else {
-        format!("{}, {peer}", previous.join(", "))
+        let joined = format!("{}, {peer}", previous.collect::<Vec<_>>().join(", "));
+        HeaderValue::from_str(&joined).ok()
     };
-    if let Ok(value) = HeaderValue::from_str(&joined) {
+    if let Some(value) = value {
         headers.insert(X_FORWARDED_FOR.clone(), value);
     }
+}
+
+/// `peer` as a header value; IPv4 without `fmt` (its `Display` pads, and costs as much as the
+/// rest of the header preparation).
+fn ip_header_value(peer: IpAddr) -> Option<HeaderValue> {
+    let IpAddr::V4(v4) = peer else {
+        return HeaderValue::from_str(&peer.to_string()).ok();
+    };
+    let mut text = [0u8; 15];
+    let mut len = 0;
+    for (i, octet) in v4.octets().into_iter().enumerate() {
+        if i > 0 {
+            text[len] = b'.';
+            len += 1;
+        }
+        let digits = [octet / 100, octet / 10 % 10, octet % 10];
+        let skip = if octet >= 100 {
+            0
+        } else if octet >= 10 {
+            1
+        } else {
+            2
+        };
+        for digit in &digits[skip..] {
+            text[len] = b'0' + digit;
+            len += 1;
+        }
+    }
+    HeaderValue::from_bytes(&text[..len]).ok()
 }
 
 /// Prepares upstream response headers for the caller: hop-by-hop headers go, except the

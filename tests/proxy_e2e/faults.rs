@@ -235,7 +235,10 @@ async fn an_upstream_tls_handshake_that_fails_gives_a_5xx_status_without_credent
         // The upstream's certificate is not signed by the CA the proxy trusts.
         (fake.url.clone(), "invalid peer certificate"),
         // A plain-HTTP server where https is configured.
-        (plain.url.replace("http://", "https://"), "connecting to 127.0.0.1:"),
+        (
+            plain.url.replace("http://", "https://"),
+            "connecting to 127.0.0.1:",
+        ),
     ];
     for (upstream, says) in cases {
         let app = AppBuilder::new(&upstream)

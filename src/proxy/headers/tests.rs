@@ -306,6 +306,25 @@ fn appends_peer_to_existing_forwarded_for() {
 }
 
 #[test]
+fn forwarded_for_writes_addresses_as_display_does() {
+    let mut addresses: Vec<IpAddr> = [0u8, 7, 9, 10, 99, 100, 199, 255]
+        .iter()
+        .flat_map(|&a| {
+            [0u8, 1, 42, 250]
+                .iter()
+                .map(move |&b| IpAddr::V4(Ipv4Addr::new(a, b, 255 - b, b / 3)))
+        })
+        .collect();
+    addresses.push("2001:db8::7".parse().expect("v6"));
+    addresses.push("::ffff:10.0.0.1".parse().expect("mapped"));
+    for peer in addresses {
+        let mut map = HeaderMap::new();
+        append_forwarded_for(&mut map, peer);
+        assert_eq!(values(&map, "x-forwarded-for"), [peer.to_string()]);
+    }
+}
+
+#[test]
 fn detects_any_impersonation_header() {
     assert!(has_impersonation(&headers(&[("Impersonate-Uid", "1")])));
     assert!(has_impersonation(&headers(&[("impersonate-extra-x", "1")])));
