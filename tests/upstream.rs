@@ -8,10 +8,11 @@ use std::time::Duration;
 use base64::Engine;
 use bytes::Bytes;
 use http::{Request, StatusCode};
+use http_body_util::BodyExt;
 use kube_apf_proxy::auth::{Identity, TokenReviewTransport, TransportError};
 use kube_apf_proxy::proxy::{
-    ForgeableHeaders, Forwarder, ForwarderConfig, IdentityForwarding, UpstreamClient,
-    UpstreamConfig,
+    empty_body, ForgeableHeaders, Forwarder, ForwarderConfig, IdentityForwarding, UpstreamAuth,
+    UpstreamClient, UpstreamConfig,
 };
 use support::fake_apiserver::{FakeApiserver, FakeOptions, FakeTls};
 use support::pki::TestCa;
@@ -65,6 +66,57 @@ async fn get_through(kubeconfig_text: &str) -> (http::StatusCode, serde_json::Va
     let response = http1_client().request(request).await.expect("response");
     let status = response.status();
     (status, read_json(response).await)
+}
+
+/// GETs a pod with the proxy's credentials; `dedicated` as for a long-running request.
+async fn get_pod(client: &UpstreamClient, dedicated: bool) {
+    let uri = client
+        .uri_for("/api/v1/namespaces/ns/pods/web")
+        .expect("uri");
+    let request = Request::get(uri).body(empty_body()).expect("request");
+    let response = client
+        .send(request, UpstreamAuth::Proxy, dedicated)
+        .await
+        .expect("response");
+    assert_eq!(response.status(), StatusCode::OK);
+    response.into_body().collect().await.expect("body");
+}
+
+#[tokio::test]
+async fn short_requests_share_one_http2_connection_and_long_running_ones_get_http1() {
+    let ca = TestCa::new("kube-ca");
+    let fake = tls_fake(&ca).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("kubeconfig");
+    let text = kubeconfig(
+        &fake.url,
+        &format!("    certificate-authority-data: {}\n", b64(&ca.cert_pem())),
+        "    token: t\n",
+    );
+    std::fs::write(&path, text).expect("write");
+    let resolved = UpstreamConfig {
+        kubeconfig: Some(path),
+        ..UpstreamConfig::default()
+    }
+    .resolve()
+    .expect("resolve");
+    let client = UpstreamClient::new(resolved).expect("client");
+
+    // A burst of first requests makes one connection, not one each; later ones reuse it.
+    futures_util::future::join_all((0..20).map(|_| get_pod(&client, false))).await;
+    for _ in 0..5 {
+        get_pod(&client, false).await;
+    }
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 25);
+    assert!(requests.iter().all(|r| r.version == http::Version::HTTP_2));
+    assert_eq!(fake.connections(), 1);
+
+    // Long-running requests get HTTP/1.1 connections of their own, reused among themselves.
+    get_pod(&client, true).await;
+    get_pod(&client, true).await;
+    assert_eq!(fake.last_request().version, http::Version::HTTP_11);
+    assert_eq!(fake.connections(), 2);
 }
 
 #[tokio::test]

@@ -104,6 +104,7 @@ pub struct FakeTls {
 
 struct State {
     recorded: Mutex<Vec<Recorded>>,
+    connections: std::sync::atomic::AtomicUsize,
     tokens: HashMap<String, ReviewedUser>,
     watches: mpsc::Sender<mpsc::Sender<Bytes>>,
     hang: Notify,
@@ -140,6 +141,7 @@ impl FakeApiserver {
         let (watch_tx, watch_rx) = mpsc::channel(16);
         let state = Arc::new(State {
             recorded: Mutex::new(Vec::new()),
+            connections: Default::default(),
             tokens: options.tokens,
             watches: watch_tx,
             hang: Notify::new(),
@@ -168,6 +170,13 @@ impl FakeApiserver {
     /// Every request received so far.
     pub fn requests(&self) -> Vec<Recorded> {
         self.state.recorded.lock().expect("lock").clone()
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.state
+            .connections
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The last request received.
@@ -211,6 +220,9 @@ async fn accept_loop(listener: TcpListener, acceptor: Option<TlsAcceptor>, state
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
+        state
+            .connections
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let acceptor = acceptor.clone();
         let state = state.clone();
         tokio::spawn(async move {
