@@ -40,8 +40,8 @@ async fn tls_fake(ca: &TestCa) -> FakeApiserver {
     .await
 }
 
-/// Forwards one GET in impersonate mode through a proxy configured by `kubeconfig`.
-async fn get_through(kubeconfig_text: &str) -> (http::StatusCode, serde_json::Value) {
+/// The upstream client a proxy configured by `kubeconfig_text` uses.
+fn client_for(kubeconfig_text: &str) -> UpstreamClient {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("kubeconfig");
     std::fs::write(&path, kubeconfig_text).expect("write");
@@ -51,13 +51,17 @@ async fn get_through(kubeconfig_text: &str) -> (http::StatusCode, serde_json::Va
     }
     .resolve()
     .expect("resolve");
+    UpstreamClient::new(resolved).expect("client")
+}
+
+/// Forwards one GET in impersonate mode through a proxy configured by `kubeconfig`.
+async fn get_through(kubeconfig_text: &str) -> (http::StatusCode, serde_json::Value) {
     let config = ForwarderConfig {
         mode: IdentityForwarding::Impersonate,
         request_timeout: Duration::from_secs(60),
         forgeable: ForgeableHeaders::default(),
     };
-    let forwarder =
-        Forwarder::new(UpstreamClient::new(resolved).expect("client"), config).expect("forwarder");
+    let forwarder = Forwarder::new(client_for(kubeconfig_text), config).expect("forwarder");
     let identity = Identity::authenticated("carol", "", vec![]);
     let proxy = TestProxy::start(forwarder, identity).await;
     let request = Request::get(proxy.url("/api/v1/namespaces/ns/pods/web"))
@@ -86,21 +90,11 @@ async fn get_pod(client: &UpstreamClient, dedicated: bool) {
 async fn short_requests_share_one_http2_connection_and_long_running_ones_get_http1() {
     let ca = TestCa::new("kube-ca");
     let fake = tls_fake(&ca).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("kubeconfig");
-    let text = kubeconfig(
+    let client = client_for(&kubeconfig(
         &fake.url,
         &format!("    certificate-authority-data: {}\n", b64(&ca.cert_pem())),
         "    token: t\n",
-    );
-    std::fs::write(&path, text).expect("write");
-    let resolved = UpstreamConfig {
-        kubeconfig: Some(path),
-        ..UpstreamConfig::default()
-    }
-    .resolve()
-    .expect("resolve");
-    let client = UpstreamClient::new(resolved).expect("client");
+    ));
 
     // A burst of first requests makes one connection, not one each; later ones reuse it.
     futures_util::future::join_all((0..20).map(|_| get_pod(&client, false))).await;

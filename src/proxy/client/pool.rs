@@ -127,7 +127,7 @@ impl Pool {
                     match sender.try_send_request(request).await {
                         Ok(response) => return Ok(response.map(PooledBody::unpooled)),
                         Err(error) => {
-                            self.forget_h2(&sender);
+                            self.forget_h2();
                             error
                         }
                     }
@@ -269,9 +269,11 @@ impl Pool {
         response.map(|body| PooledBody::new(body, giveback))
     }
 
-    fn forget_h2(&self, failed: &http2::SendRequest<ProxyBody>) {
+    /// Drops the shared HTTP/2 connection once it is closed (a failed send's sender is a clone of
+    /// it, so the stored one tells).
+    fn forget_h2(&self) {
         let mut state = self.lock();
-        if state.h2.as_ref().is_some_and(|h2| h2.is_closed()) || failed.is_closed() {
+        if state.h2.as_ref().is_some_and(|h2| h2.is_closed()) {
             state.h2 = None;
         }
     }
