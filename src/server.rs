@@ -27,7 +27,7 @@ use rustls_pki_types::CertificateDer;
 
 pub use admin::{not_found, AdminRoutes, AdminServer, ReadyFlag};
 pub use duration::{format_duration, parse_duration, DurationError};
-pub use listener::{ConnectionLimits, SecureServer, ServerStats};
+pub use listener::{ConnectionLimits, Negotiated, SecureServer, ServerStats};
 pub use logging::{init_logging, verbosity_filter, LoggingError};
 pub use options::{
     parse_upstream_url, IdentityForwarding, LogFormat, ServeOptions, UpstreamUrlError,

@@ -132,10 +132,12 @@ impl Collector for AuthCollector {
 }
 
 /// The secure listener's counters: `apiserver_tls_handshake_errors_total` (as the apiserver
-/// exports it), `apf_proxy_connections_accepted_total` and `apf_proxy_open_connections`.
+/// exports it), `apf_proxy_tls_handshakes_total`, `apf_proxy_connections_accepted_total` and
+/// `apf_proxy_open_connections`.
 struct ServerCollector {
     stats: Arc<ServerStats>,
     handshake_errors: Family,
+    handshakes: Family,
     accepted: Family,
     open: Family,
 }
@@ -144,6 +146,7 @@ impl Collector for ServerCollector {
     fn desc(&self) -> Vec<&Desc> {
         vec![
             &self.handshake_errors.desc,
+            &self.handshakes.desc,
             &self.accepted.desc,
             &self.open.desc,
         ]
@@ -154,6 +157,11 @@ impl Collector for ServerCollector {
         vec![
             self.handshake_errors
                 .collect(vec![(vec![], s.tls_handshake_errors() as f64)]),
+            self.handshakes.collect(
+                s.tls_handshakes()
+                    .map(|(n, count)| (vec![n.protocol, n.tls_version], count as f64))
+                    .collect(),
+            ),
             self.accepted.collect(vec![(vec![], s.accepted() as f64)]),
             self.open.collect(vec![(vec![], s.active() as f64)]),
         ]
@@ -202,6 +210,12 @@ impl Metrics {
                 "apiserver_tls_handshake_errors_total",
                 "[ALPHA] Number of requests dropped with 'TLS handshake error from' error",
                 &[],
+                MetricType::COUNTER,
+            )?,
+            handshakes: Family::new(
+                "apf_proxy_tls_handshakes_total",
+                "TLS handshakes completed on the secure port, by the protocol agreed by ALPN (h2, http/1.1 or none) and the TLS version",
+                &["protocol", "tls_version"],
                 MetricType::COUNTER,
             )?,
             accepted: Family::new(

@@ -116,6 +116,7 @@ const EXPECTED: &[(&str, &str, &str, &str)] = &[
     ("apf_proxy_open_connections", "gauge", "", ""),
     ("apf_proxy_requests_abandoned_total", "counter", "", ""),
     ("apf_proxy_requests_total", "counter", "code", ""),
+    ("apf_proxy_tls_handshakes_total", "counter", "protocol,tls_version", ""),
     ("apf_proxy_token_review_cache_lookups_total", "counter", "result", ""),
     ("apf_proxy_token_reviews_total", "counter", "result", ""),
     ("apf_proxy_upstream_request_duration_seconds", "histogram",
@@ -441,4 +442,11 @@ fn server_stats_are_read_at_scrape_time() {
     assert!(
         text.contains("# TYPE apf_proxy_open_connections gauge\napf_proxy_open_connections 0\n")
     );
+    // Every combination is listed from the start, so rate() works on the first handshake.
+    for (protocol, version) in [("h2", "1.3"), ("http/1.1", "1.2"), ("none", "1.3")] {
+        let line = format!(
+            "apf_proxy_tls_handshakes_total{{protocol=\"{protocol}\",tls_version=\"{version}\"}} 0\n"
+        );
+        assert!(text.contains(&line), "missing {line} in\n{text}");
+    }
 }

@@ -96,7 +96,63 @@ impl ConnectionLimits {
 pub struct ServerStats {
     accepted: AtomicU64,
     tls_handshake_errors: AtomicU64,
+    /// Completed handshakes, indexed by [`Negotiated::index`].
+    tls_handshakes: [AtomicU64; Negotiated::ALL.len()],
     active: AtomicUsize,
+}
+
+/// What a completed TLS handshake agreed on: the protocol by ALPN and the TLS version.
+/// Bounded on purpose (3 × 2 values), for a metric's labels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Negotiated {
+    /// `h2`, `http/1.1`, or `none` when the client offered no protocol we speak by ALPN.
+    pub protocol: &'static str,
+    /// `1.2` or `1.3` (rustls speaks no other).
+    pub tls_version: &'static str,
+}
+
+impl Negotiated {
+    /// Every combination, in [`Negotiated::index`] order.
+    pub const ALL: [Negotiated; 6] = {
+        const fn n(protocol: &'static str, tls_version: &'static str) -> Negotiated {
+            Negotiated {
+                protocol,
+                tls_version,
+            }
+        }
+        [
+            n("h2", "1.3"),
+            n("http/1.1", "1.3"),
+            n("none", "1.3"),
+            n("h2", "1.2"),
+            n("http/1.1", "1.2"),
+            n("none", "1.2"),
+        ]
+    };
+
+    /// Reads the outcome off a server session.
+    pub(crate) fn of(session: &rustls::ServerConnection) -> Self {
+        let protocol = match session.alpn_protocol() {
+            Some(b"h2") => "h2",
+            Some(b"http/1.1") => "http/1.1",
+            _ => "none",
+        };
+        let tls_version = match session.protocol_version() {
+            Some(rustls::ProtocolVersion::TLSv1_2) => "1.2",
+            _ => "1.3",
+        };
+        Negotiated {
+            protocol,
+            tls_version,
+        }
+    }
+
+    fn index(self) -> usize {
+        Self::ALL
+            .iter()
+            .position(|n| *n == self)
+            .unwrap_or(Self::ALL.len() - 1)
+    }
 }
 
 impl ServerStats {
@@ -108,6 +164,18 @@ impl ServerStats {
     /// TLS handshakes that failed or timed out.
     pub fn tls_handshake_errors(&self) -> u64 {
         self.tls_handshake_errors.load(Ordering::Relaxed)
+    }
+
+    /// Completed TLS handshakes by what they negotiated, every combination listed (zeros too).
+    pub fn tls_handshakes(&self) -> impl Iterator<Item = (Negotiated, u64)> + '_ {
+        Negotiated::ALL
+            .into_iter()
+            .zip(&self.tls_handshakes)
+            .map(|(n, count)| (n, count.load(Ordering::Relaxed)))
+    }
+
+    pub(super) fn handshake_completed(&self, negotiated: Negotiated) {
+        self.tls_handshakes[negotiated.index()].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Connections open now (handshaking or serving).

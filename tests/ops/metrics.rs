@@ -67,7 +67,17 @@ async fn metrics_account_for_dispatch_queueing_rejection_and_execution() {
         Some(1.0)
     );
     // The listener's and the authenticator's counters are registered.
-    assert!(sample(&text, "apf_proxy_connections_accepted_total", &[]).is_some_and(|n| n >= 3.0));
+    let accepted = sample(&text, "apf_proxy_connections_accepted_total", &[]);
+    assert!(accepted.is_some_and(|n| n >= 3.0), "{text}");
+    // Every connection so far completed its handshake, with TLS 1.3 and a protocol by ALPN.
+    let handshakes: f64 = ["h2", "http/1.1", "none"]
+        .iter()
+        .map(|protocol| {
+            let labels = [("protocol", *protocol), ("tls_version", "1.3")];
+            sample(&text, "apf_proxy_tls_handshakes_total", &labels).expect("every series listed")
+        })
+        .sum();
+    assert_eq!(Some(handshakes), accepted, "{text}");
     assert!(text.contains("apf_proxy_authentications_total{"), "{text}");
 
     world.release_hanging(2).await;

@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
-use super::{ConnectionLimits, ServerStats};
+use super::{ConnectionLimits, Negotiated, ServerStats};
 use crate::server::shutdown::ShutdownSignal;
 use crate::server::tls::TlsConfigCell;
 use crate::server::{BoxError, ConnectionInfo, Handler, ProxyBody};
@@ -74,6 +74,7 @@ pub(super) async fn serve(
         },
     };
     let session = tls.get_ref().1;
+    ctx.stats.handshake_completed(Negotiated::of(session));
     let info = ConnectionInfo {
         remote_addr,
         peer_certificates: session.peer_certificates().map(|c| Arc::new(c.to_vec())),
