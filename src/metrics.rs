@@ -25,7 +25,7 @@ use prometheus::core::Collector;
 use prometheus::{Encoder, Registry, TextEncoder};
 use tokio::time::Instant;
 
-pub use flowcontrol::{DispatchR, PriorityLevelGauges};
+pub use flowcontrol::{DispatchR, FlowMetrics, PriorityLevelGauges};
 pub use labels::{ExecutionType, Phase, RejectReason, RequestKind, UpstreamOutcome};
 pub use proxy::CertificateKind;
 pub use timing_ratio::{RatioedGauge, TimingRatioHistogramVec};
@@ -42,6 +42,8 @@ pub struct Metrics {
     /// Each level's timing-ratio gauges, made on first use ([`Metrics::level_gauges`]).
     /// FNV: looked up several times per request by a configured level name (not caller input).
     level_gauges: Mutex<fnv::FnvHashMap<String, PriorityLevelGauges>>,
+    /// The per-(level, flow schema) members, resolved once per pair ([`Metrics::flow`]).
+    flows: flowcontrol::FlowCache,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -68,6 +70,7 @@ impl Metrics {
             endpoints,
             proxy,
             level_gauges: Mutex::new(fnv::FnvHashMap::default()),
+            flows: flowcontrol::FlowCache::default(),
         })
     }
 

@@ -6,6 +6,7 @@
 //! `pkg/server/filters/priority-and-fairness.go`.
 
 mod families;
+mod flow;
 mod ratios;
 
 use std::time::Duration;
@@ -15,6 +16,8 @@ use super::Metrics;
 use crate::fairqueue::borrowing::{LevelAdjustment, SeatDemandStats};
 
 pub(super) use families::Families;
+pub(super) use flow::FlowCache;
+pub use flow::FlowMetrics;
 pub use ratios::PriorityLevelGauges;
 
 /// R values of one dispatch, for the gauges `SetDispatchMetrics` sets.
@@ -40,58 +43,45 @@ impl Metrics {
     /// A request was rejected (`AddReject`): queue full or concurrency limit at arrival, or a
     /// time-out in its queue.
     pub fn inc_rejected(&self, priority_level: &str, flow_schema: &str, reason: RejectReason) {
-        let fc = &self.flowcontrol;
-        fc.rejected
-            .with_label_values(&[priority_level, flow_schema, reason.as_str()])
+        self.flow(priority_level, flow_schema)
+            .rejected(reason)
             .inc();
     }
 
     /// A request started executing, exempt ones included (`AddDispatch`).
     pub fn inc_dispatched(&self, priority_level: &str, flow_schema: &str) {
-        self.flowcontrol
-            .dispatched
-            .with_label_values(&[priority_level, flow_schema])
-            .inc();
+        self.flow(priority_level, flow_schema).dispatched().inc();
     }
 
     /// Requests and seats entered (positive) or left (negative) the queues of a level for a flow
     /// schema (`AddRequestsInQueues` + `AddSeatsInQueues`; seats are `max_seats`).
     pub fn add_inqueue(&self, priority_level: &str, flow_schema: &str, requests: i64, seats: i64) {
-        let labels = &[priority_level, flow_schema];
-        self.flowcontrol
-            .inqueue_requests
-            .with_label_values(labels)
-            .add(requests as f64);
-        self.flowcontrol
-            .inqueue_seats
-            .with_label_values(labels)
-            .add(seats as f64);
+        let flow = self.flow(priority_level, flow_schema);
+        flow.inqueue_requests().add(requests as f64);
+        flow.inqueue_seats().add(seats as f64);
     }
 
     /// Executing requests changed by `delta` (`AddRequestsExecuting`; a watch counts only in
     /// its initial stage).
     pub fn add_executing_requests(&self, priority_level: &str, flow_schema: &str, delta: i64) {
-        let fc = &self.flowcontrol;
-        fc.executing_requests
-            .with_label_values(&[priority_level, flow_schema])
+        self.flow(priority_level, flow_schema)
+            .executing_requests()
             .add(delta as f64);
     }
 
     /// Seats in use changed by `delta` (`AddSeatConcurrencyInUse`; seats are released after the
     /// additional latency, so this moves separately from the request count).
     pub fn add_executing_seats(&self, priority_level: &str, flow_schema: &str, delta: i64) {
-        let fc = &self.flowcontrol;
-        fc.executing_seats
-            .with_label_values(&[priority_level, flow_schema])
+        self.flow(priority_level, flow_schema)
+            .executing_seats()
             .add(delta as f64);
     }
 
     /// The length of the chosen queue right after a request was put in it
     /// (`ObserveQueueLength`).
     pub fn observe_queue_length(&self, priority_level: &str, flow_schema: &str, length: usize) {
-        let fc = &self.flowcontrol;
-        fc.queue_length
-            .with_label_values(&[priority_level, flow_schema])
+        self.flow(priority_level, flow_schema)
+            .queue_length()
             .observe(length as f64);
     }
 
@@ -104,11 +94,8 @@ impl Metrics {
         execute: bool,
         wait: Duration,
     ) {
-        let execute = if execute { "true" } else { "false" };
-        self.flowcontrol
-            .wait_seconds
-            .with_label_values(&[priority_level, flow_schema, execute])
-            .observe(wait.as_secs_f64());
+        self.flow(priority_level, flow_schema)
+            .observe_wait(execute, wait);
     }
 
     /// How long a request executed (a watch: its initial stage) (`ObserveExecutionDuration`).
@@ -119,18 +106,15 @@ impl Metrics {
         kind: ExecutionType,
         took: Duration,
     ) {
-        self.flowcontrol
-            .execution_seconds
-            .with_label_values(&[priority_level, flow_schema, kind.as_str()])
+        self.flow(priority_level, flow_schema)
+            .execution_seconds(kind)
             .observe(took.as_secs_f64());
     }
 
     /// The watch count a mutating request's estimate saw (`ObserveWatchCount`).
     pub fn observe_watch_count(&self, priority_level: &str, flow_schema: &str, count: usize) {
-        let fc = &self.flowcontrol;
-        fc.watch_count
-            .with_label_values(&[priority_level, flow_schema])
-            .observe(count as f64);
+        self.flow(priority_level, flow_schema)
+            .observe_watch_count(count);
     }
 
     /// A request's estimated `max_seats` (`ObserveWorkEstimatedSeats`, exempt ones included).
@@ -140,18 +124,15 @@ impl Metrics {
         flow_schema: &str,
         seats: u32,
     ) {
-        self.flowcontrol
-            .work_estimated_seats
-            .with_label_values(&[priority_level, flow_schema])
-            .observe(f64::from(seats));
+        self.flow(priority_level, flow_schema)
+            .observe_work_estimated_seats(seats);
     }
 
     /// A dispatch attempt found too few free seats for the oldest request of the chosen queue
     /// (`AddDispatchWithNoAccommodation`).
     pub fn inc_dispatch_no_accommodation(&self, priority_level: &str, flow_schema: &str) {
-        let fc = &self.flowcontrol;
-        fc.no_accommodation
-            .with_label_values(&[priority_level, flow_schema])
+        self.flow(priority_level, flow_schema)
+            .no_accommodation()
             .inc();
     }
 

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::labels::{Phase, RejectReason, RequestKind};
-use super::{Metrics, PriorityLevelGauges};
+use super::labels::{ExecutionType, Phase, RejectReason, RequestKind};
+use super::{FlowMetrics, Metrics, PriorityLevelGauges};
 use crate::fairqueue::admission::AdmissionObserver;
 
 // === impl Metrics: per-level timing-ratio gauges ===
@@ -33,34 +33,60 @@ impl Metrics {
         gauges
     }
 
-    /// A request of `verb` started (`delta = 1`) or ended (`-1`) its execution at `priority_level`
-    /// (`priority_level_request_utilization{phase="executing"}` and
-    /// `read_vs_write_current_requests{phase="executing"}`).
-    pub fn add_executing_ratio(&self, priority_level: &str, verb: &str, delta: i64) {
+    /// A request of `kind` started executing for `flow` (`AddDispatch`,
+    /// `AddRequestsExecuting`, `priority_level_request_utilization{phase="executing"}` and
+    /// `read_vs_write_current_requests{phase="executing"}`). Returns when it started.
+    pub fn execution_started(&self, flow: &FlowMetrics, kind: RequestKind) -> Instant {
+        flow.dispatched().inc();
+        self.add_executing(flow, kind, 1)
+    }
+
+    /// A request that started at `started` ended its execution (a watch: its initial stage):
+    /// the gauges of [`Metrics::execution_started`] go back down and the duration is observed
+    /// (`ObserveExecutionDuration`).
+    pub fn execution_ended(
+        &self,
+        flow: &FlowMetrics,
+        kind: RequestKind,
+        execution: ExecutionType,
+        started: Instant,
+    ) {
+        let now = self.add_executing(flow, kind, -1);
+        flow.execution_seconds(execution)
+            .observe(now.saturating_duration_since(started).as_secs_f64());
+    }
+
+    fn add_executing(&self, flow: &FlowMetrics, kind: RequestKind, delta: i64) -> Instant {
+        flow.executing_requests().add(delta as f64);
         let now = Instant::now();
-        let gauges = self.level_gauges(now, priority_level);
-        gauges.requests_executing.add(now, delta as f64);
-        self.add_read_vs_write(now, Phase::Executing, RequestKind::of_verb(verb), delta);
+        flow.level.requests_executing.add(now, delta as f64);
+        self.add_read_vs_write(now, Phase::Executing, kind, delta);
+        now
+    }
+}
+
+impl Metrics {
+    /// One request (`direction` 1 or -1) of `seats` entered or left a queue of `flow`.
+    fn add_waiting(&self, flow: &FlowMetrics, direction: i64, seats: u32) {
+        let seats = direction * i64::from(seats);
+        flow.inqueue_requests().add(direction as f64);
+        flow.inqueue_seats().add(seats as f64);
+        let now = Instant::now();
+        flow.level.requests_waiting.add(now, direction as f64);
+        flow.level.seat_demand.add(now, seats as f64);
     }
 }
 
 impl AdmissionObserver for Metrics {
     fn enqueued(&self, priority_level: &str, flow_schema: &str, seats: u32, queue_length: usize) {
-        self.add_inqueue(priority_level, flow_schema, 1, i64::from(seats));
-        self.observe_queue_length(priority_level, flow_schema, queue_length);
-        let now = Instant::now();
-        let gauges = self.level_gauges(now, priority_level);
-        gauges.requests_waiting.add(now, 1.0);
-        gauges.seat_demand.add(now, f64::from(seats));
+        let flow = self.flow(priority_level, flow_schema);
+        self.add_waiting(&flow, 1, seats);
+        flow.queue_length().observe(queue_length as f64);
     }
 
     fn dequeued(&self, priority_level: &str, flow_schema: &str, seats: u32, _dispatched: bool) {
-        self.add_inqueue(priority_level, flow_schema, -1, -i64::from(seats));
         // A dispatched request's seats come back through `seats_changed`.
-        let now = Instant::now();
-        let gauges = self.level_gauges(now, priority_level);
-        gauges.requests_waiting.add(now, -1.0);
-        gauges.seat_demand.add(now, -f64::from(seats));
+        self.add_waiting(&self.flow(priority_level, flow_schema), -1, seats);
     }
 
     fn cancelled(&self, priority_level: &str, flow_schema: &str, waited: Duration) {
@@ -69,11 +95,11 @@ impl AdmissionObserver for Metrics {
     }
 
     fn seats_changed(&self, priority_level: &str, flow_schema: &str, delta: i64) {
-        self.add_executing_seats(priority_level, flow_schema, delta);
+        let flow = self.flow(priority_level, flow_schema);
+        flow.executing_seats().add(delta as f64);
         let now = Instant::now();
-        let gauges = self.level_gauges(now, priority_level);
-        gauges.seats_executing.add(now, delta as f64);
-        gauges.seat_demand.add(now, delta as f64);
+        flow.level.seats_executing.add(now, delta as f64);
+        flow.level.seat_demand.add(now, delta as f64);
     }
 
     fn waiting_changed(&self, mutating: bool, delta: i64) {

@@ -243,8 +243,8 @@ impl Proxy {
             .estimate(&info, query.as_deref(), level.max_seats(), now);
         ctx.estimate = Some(estimate);
         let (pl_name, fs_name) = (&*class.priority_level.name, &*class.flow_schema.name);
-        let labels = (pl_name, fs_name);
-        metering::record_estimate(&self.metrics, &self.estimator, labels, &info, &estimate);
+        let flow = self.metrics.flow(pl_name, fs_name);
+        metering::record_estimate(&flow, &self.estimator, &info, &estimate);
         let admit = AdmitRequest {
             estimate,
             hash: class.flow_hash,
@@ -269,10 +269,9 @@ impl Proxy {
         };
         ctx.waited = seat.waited();
         if !level.is_exempt() {
-            self.metrics
-                .observe_wait(pl_name, fs_name, true, ctx.waited);
+            flow.observe_wait(true, ctx.waited);
         }
-        let execution = Execution::start(&self.metrics, pl_name, fs_name, &info.verb);
+        let execution = Execution::start(&self.metrics, flow, &info.verb);
         if info.verb == "watch" {
             let watch = self.estimator.watches().register(&info, query.as_deref());
             let response = self.forward(ctx, request, &identity, true).await;

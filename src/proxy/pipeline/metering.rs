@@ -17,7 +17,9 @@ use crate::auth::Identity;
 use crate::fairqueue::admission::Rejection;
 use crate::fairqueue::work_estimate::WorkEstimator;
 use crate::fairqueue::WorkEstimate;
-use crate::metrics::{ExecutionType, Metrics, RejectReason, RequestKind, UpstreamOutcome};
+use crate::metrics::{
+    ExecutionType, FlowMetrics, Metrics, RejectReason, RequestKind, UpstreamOutcome,
+};
 use crate::request_info::RequestInfo;
 use crate::server::debug_dump::RequestDetails;
 
@@ -25,42 +27,31 @@ use crate::server::debug_dump::RequestDetails;
 /// regular request: the end of its response body; a watch: its initialisation).
 pub(super) struct Execution {
     metrics: Arc<Metrics>,
-    priority_level: Arc<str>,
-    flow_schema: Arc<str>,
-    kind: ExecutionType,
-    verb: String,
+    flow: Arc<FlowMetrics>,
+    kind: RequestKind,
+    execution: ExecutionType,
     started: Instant,
 }
 
 impl Execution {
     /// Counts a dispatch and one more executing request.
-    pub(super) fn start(
-        metrics: &Arc<Metrics>,
-        priority_level: &str,
-        flow_schema: &str,
-        verb: &str,
-    ) -> Execution {
-        metrics.inc_dispatched(priority_level, flow_schema);
-        metrics.add_executing_requests(priority_level, flow_schema, 1);
-        metrics.add_executing_ratio(priority_level, verb, 1);
+    pub(super) fn start(metrics: &Arc<Metrics>, flow: Arc<FlowMetrics>, verb: &str) -> Execution {
+        let kind = RequestKind::of_verb(verb);
+        let started = metrics.execution_started(&flow, kind);
         Execution {
             metrics: Arc::clone(metrics),
-            priority_level: Arc::from(priority_level),
-            flow_schema: Arc::from(flow_schema),
-            kind: ExecutionType::of_verb(verb),
-            verb: verb.to_owned(),
-            started: Instant::now(),
+            flow,
+            kind,
+            execution: ExecutionType::of_verb(verb),
+            started,
         }
     }
 }
 
 impl Drop for Execution {
     fn drop(&mut self) {
-        let (pl, fs) = (&*self.priority_level, &*self.flow_schema);
-        self.metrics.add_executing_requests(pl, fs, -1);
-        self.metrics.add_executing_ratio(pl, &self.verb, -1);
         self.metrics
-            .observe_execution(pl, fs, self.kind, self.started.elapsed());
+            .execution_ended(&self.flow, self.kind, self.execution, self.started);
     }
 }
 
@@ -68,16 +59,15 @@ impl Drop for Execution {
 /// mutating request, the watches it will notify (`ObserveWatchCount`, as the mutating estimator
 /// reports it).
 pub(super) fn record_estimate(
-    metrics: &Metrics,
+    flow: &FlowMetrics,
     estimator: &WorkEstimator,
-    (priority_level, flow_schema): (&str, &str),
     info: &RequestInfo,
     estimate: &WorkEstimate,
 ) {
-    metrics.observe_work_estimated_seats(priority_level, flow_schema, estimate.max_seats());
+    flow.observe_work_estimated_seats(estimate.max_seats());
     if matches!(info.verb.as_str(), "create" | "update" | "patch" | "delete") {
         let watches = estimator.watches().interested_watch_count(info);
-        metrics.observe_watch_count(priority_level, flow_schema, watches);
+        flow.observe_watch_count(watches);
     }
 }
 
