@@ -166,14 +166,16 @@ impl Config {
     /// `matchingPrecedence` then name, and the mandatory objects are implied where missing.
     ///
     /// Names must be unique within each kind (validation guarantees it); a later duplicate wins.
+    /// An object without `metadata.uid` gets a stable one derived from its kind and name
+    /// ([`model::derived_uid`]), for the `X-Kubernetes-PF-*-UID` response headers.
     pub fn resolve(flow_schemas: Vec<FlowSchema>, priority_levels: Vec<PriorityLevel>) -> Config {
         let mut levels: BTreeMap<String, PriorityLevelRef> = priority_levels
             .into_iter()
-            .map(|pl| (pl.name.clone(), Arc::new(pl)))
+            .map(|pl| (pl.name.clone(), Arc::new(pl.with_uid())))
             .collect();
         let (mut matching, dangling): (Vec<_>, Vec<_>) = flow_schemas
             .into_iter()
-            .map(Arc::new)
+            .map(|fs| Arc::new(fs.with_uid()))
             .partition(|fs| levels.contains_key(&fs.priority_level));
         let dangling = dangling
             .into_iter()
@@ -186,10 +188,10 @@ impl Config {
             (a.matching_precedence, a.name.as_str()).cmp(&(b.matching_precedence, b.name.as_str()))
         });
         if !matching.iter().any(|fs| fs.name == model::EXEMPT) {
-            matching.insert(0, Arc::new(mandatory::exempt_flow_schema()));
+            matching.insert(0, Arc::new(mandatory::exempt_flow_schema().with_uid()));
         }
         if !matching.iter().any(|fs| fs.name == model::CATCH_ALL) {
-            matching.push(Arc::new(mandatory::catch_all_flow_schema()));
+            matching.push(Arc::new(mandatory::catch_all_flow_schema().with_uid()));
         }
         for pl in [
             mandatory::exempt_priority_level(),
@@ -197,7 +199,7 @@ impl Config {
         ] {
             levels
                 .entry(pl.name.clone())
-                .or_insert_with(|| Arc::new(pl));
+                .or_insert_with(|| Arc::new(pl.with_uid()));
         }
         let match_index = Arc::new(crate::classify::MatchIndex::new(&matching, &levels));
         Config {

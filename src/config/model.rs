@@ -15,7 +15,8 @@ pub const CATCH_ALL: &str = "catch-all";
 pub struct FlowSchema {
     /// `metadata.name`.
     pub name: String,
-    /// `metadata.uid`; empty for implied mandatory objects and files that set none.
+    /// `metadata.uid`; empty in files that set none, until [`super::Config::resolve`] gives the
+    /// object a [`derived_uid`].
     pub uid: String,
     /// `spec.matchingPrecedence` (defaulted: 0 → 1000).
     pub matching_precedence: i32,
@@ -80,7 +81,8 @@ pub struct NonResourcePolicyRule {
 pub struct PriorityLevel {
     /// `metadata.name`.
     pub name: String,
-    /// `metadata.uid`; empty for implied mandatory objects and files that set none.
+    /// `metadata.uid`; empty in files that set none, until [`super::Config::resolve`] gives the
+    /// object a [`derived_uid`].
     pub uid: String,
     /// `spec`.
     pub spec: PriorityLevelSpec,
@@ -177,5 +179,52 @@ impl PriorityLevel {
 
 /// A shared, immutable FlowSchema.
 pub type FlowSchemaRef = Arc<FlowSchema>;
+/// The UID of an object whose files set no `metadata.uid`: the apiserver assigns a random one at
+/// creation; objects read from files have no creation, so theirs is derived from the kind and the
+/// name (SHA-256, written as an RFC 9562 version-8 UUID). It is the same on every replica and
+/// restart, and stays when the object's spec changes, as an API object's UID does.
+pub fn derived_uid(kind: &str, name: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(b"kube-apf-proxy/flowcontrol/")
+        .chain_update(kind.as_bytes())
+        .chain_update(b"/")
+        .chain_update(name.as_bytes())
+        .finalize();
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&digest[..16]);
+    b[6] = (b[6] & 0x0f) | 0x80; // version 8
+    b[8] = (b[8] & 0x3f) | 0x80; // variant 10
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+impl FlowSchema {
+    /// This object, with a [`derived_uid`] if it has no UID.
+    pub fn with_uid(mut self) -> Self {
+        if self.uid.is_empty() {
+            self.uid = derived_uid("FlowSchema", &self.name);
+        }
+        self
+    }
+}
+
+impl PriorityLevel {
+    /// This object, with a [`derived_uid`] if it has no UID.
+    pub fn with_uid(mut self) -> Self {
+        if self.uid.is_empty() {
+            self.uid = derived_uid("PriorityLevelConfiguration", &self.name);
+        }
+        self
+    }
+}
+
 /// A shared, immutable priority level.
 pub type PriorityLevelRef = Arc<PriorityLevel>;

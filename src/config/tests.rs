@@ -304,18 +304,21 @@ fn bootstrap_loads_without_problems_or_warnings() {
         ]
     );
     assert_eq!(config.priority_levels().count(), 8);
-    assert_eq!(**config.catch_all(), mandatory::catch_all_flow_schema());
+    assert_eq!(
+        **config.catch_all(),
+        mandatory::catch_all_flow_schema().with_uid()
+    );
     assert_eq!(
         config.flow_schemas()[0].as_ref(),
-        &mandatory::exempt_flow_schema()
+        &mandatory::exempt_flow_schema().with_uid()
     );
     assert_eq!(
         config.priority_level("exempt").map(|p| p.as_ref()),
-        Some(&mandatory::exempt_priority_level())
+        Some(&mandatory::exempt_priority_level().with_uid())
     );
     assert_eq!(
         config.priority_level("catch-all").map(|p| p.as_ref()),
-        Some(&mandatory::catch_all_priority_level())
+        Some(&mandatory::catch_all_priority_level().with_uid())
     );
 }
 
@@ -359,3 +362,53 @@ fn a_config_name_that_is_not_a_file_is_an_error_and_other_subdirectories_are_ign
 }
 
 mod props;
+
+#[test]
+fn objects_without_a_uid_get_a_stable_derived_one_and_explicit_uids_stay() {
+    let uid = model::derived_uid("FlowSchema", "fs");
+    // An RFC 9562 version-8 UUID: 8-4-4-4-12 lowercase hex, version 8, variant 10.
+    let groups: Vec<usize> = uid.split('-').map(str::len).collect();
+    assert_eq!(groups, [8, 4, 4, 4, 12], "{uid}");
+    assert!(
+        uid.chars()
+            .all(|c| c == '-' || matches!(c, '0'..='9' | 'a'..='f')),
+        "{uid}"
+    );
+    assert_eq!(&uid[14..15], "8", "{uid}");
+    assert!(matches!(&uid[19..20], "8" | "9" | "a" | "b"), "{uid}");
+    // Stable, and different per kind and per name.
+    assert_eq!(uid, model::derived_uid("FlowSchema", "fs"));
+    assert_ne!(uid, model::derived_uid("PriorityLevelConfiguration", "fs"));
+    assert_ne!(uid, model::derived_uid("FlowSchema", "fs2"));
+
+    let text = format!(
+        "{}---\n{FS_V1BETA1}",
+        plc(
+            "v1",
+            "",
+            &format!("    nominalConcurrencyShares: 5\n{REJECT}")
+        )
+        .replace(
+            "metadata:\n",
+            "metadata:\n  uid: 1e9a5d2c-0000-4000-8000-00000000000a\n"
+        )
+    );
+    let config = load_yaml(&text).config;
+    let pl = config.priority_level("pl").expect("pl");
+    assert_eq!(pl.uid, "1e9a5d2c-0000-4000-8000-00000000000a");
+    let fs = config
+        .flow_schemas()
+        .iter()
+        .find(|f| f.name == "fs")
+        .expect("fs");
+    assert_eq!(fs.uid, uid);
+    // The implied mandatory objects get one too.
+    assert_eq!(
+        config.priority_level("exempt").expect("exempt").uid,
+        model::derived_uid("PriorityLevelConfiguration", "exempt")
+    );
+    assert_eq!(
+        config.catch_all().uid,
+        model::derived_uid("FlowSchema", "catch-all")
+    );
+}

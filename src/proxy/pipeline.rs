@@ -361,8 +361,8 @@ fn attributes<B>(request: &Request<B>) -> Result<RequestInfo, ProxyError> {
     })
 }
 
-/// Sets `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID` (UIDs, empty for
-/// implied mandatory objects, as the apiserver sends them).
+/// Sets `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID`, as the apiserver
+/// sends them (the objects' UIDs; derived from the name where the files set none).
 fn set_pf_headers(headers: &mut HeaderMap, class: &Classification) {
     for (name, uid) in [
         (FLOW_SCHEMA_UID_HEADER, &class.flow_schema.uid),

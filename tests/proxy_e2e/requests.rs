@@ -5,6 +5,7 @@ use bytes::Bytes;
 use http::{StatusCode, Version};
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
+use kube_apf_proxy::config::model::derived_uid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::app::{request, within, AppBuilder};
@@ -19,8 +20,15 @@ async fn get_and_list_reach_the_upstream_and_carry_flow_control_headers() {
 
     let response = client.get("/api/v1/namespaces/ns/pods/web", None).await;
     assert_eq!(response.status(), StatusCode::OK);
-    let (fs, pl) = pf_headers(&response);
-    assert!(fs.is_some() && pl.is_some(), "APF headers on a proxied GET");
+    // The embedded configuration sets no UIDs: each object carries one derived from its name.
+    assert_eq!(
+        pf_headers(&response),
+        (
+            Some(derived_uid("FlowSchema", "global-default")),
+            Some(derived_uid("PriorityLevelConfiguration", "global-default"))
+        ),
+        "APF headers on a proxied GET"
+    );
     assert_eq!(body_json(response).await["metadata"]["name"], "web");
 
     let response = client
