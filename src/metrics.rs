@@ -64,13 +64,14 @@ impl Metrics {
             .expect("invariant: endpoint metric definitions are valid and unique");
         let proxy = proxy::Families::register(&registry)
             .expect("invariant: proxy metric definitions are valid and unique");
+        let flows = flowcontrol::FlowCache::new(&flowcontrol);
         Arc::new(Metrics {
             registry,
             flowcontrol,
             endpoints,
             proxy,
             level_gauges: Mutex::new(fnv::FnvHashMap::default()),
-            flows: flowcontrol::FlowCache::default(),
+            flows,
         })
     }
 

@@ -14,9 +14,8 @@ use tokio::time::Instant;
 use super::{ExecutionType, Families, PriorityLevelGauges, RejectReason};
 use crate::metrics::Metrics;
 
-/// The per-flow families, cloned from the registry's (each clone shares its family).
-#[derive(Clone)]
-pub(in crate::metrics) struct FlowFamilies {
+/// The per-flow families, cloned once from the registry's (each clone shares its family).
+struct FlowFamilies {
     rejected: IntCounterVec,
     dispatched: IntCounterVec,
     inqueue_requests: GaugeVec,
@@ -31,9 +30,20 @@ pub(in crate::metrics) struct FlowFamilies {
     no_accommodation: IntCounterVec,
 }
 
-impl FlowFamilies {
-    pub(in crate::metrics) fn of(f: &Families) -> Self {
-        FlowFamilies {
+/// Every pair seen so far: level name → flow schema name → members. Never shrinks, like the
+/// registry's series (a reload keeps the series of removed objects).
+pub(in crate::metrics) struct FlowCache {
+    families: Arc<FlowFamilies>,
+    pairs: RwLock<FnvHashMap<Box<str>, BySchema>>,
+}
+
+/// One level's pairs, by flow schema name.
+type BySchema = FnvHashMap<Box<str>, Arc<FlowMetrics>>;
+
+impl FlowCache {
+    /// An empty cache over the registry's families.
+    pub(in crate::metrics) fn new(f: &Families) -> Self {
+        let families = FlowFamilies {
             rejected: f.rejected.clone(),
             dispatched: f.dispatched.clone(),
             inqueue_requests: f.inqueue_requests.clone(),
@@ -46,20 +56,19 @@ impl FlowFamilies {
             watch_count: f.watch_count.clone(),
             work_estimated_seats: f.work_estimated_seats.clone(),
             no_accommodation: f.no_accommodation.clone(),
+        };
+        FlowCache {
+            families: Arc::new(families),
+            pairs: RwLock::default(),
         }
     }
 }
-
-/// Every pair seen so far: level name → flow schema name → members. Never shrinks, like the
-/// registry's series (a reload keeps the series of removed objects).
-pub(in crate::metrics) type FlowCache =
-    RwLock<FnvHashMap<Box<str>, FnvHashMap<Box<str>, Arc<FlowMetrics>>>>;
 
 /// The metrics of one (priority level, flow schema) pair.
 pub struct FlowMetrics {
     priority_level: Box<str>,
     flow_schema: Box<str>,
-    families: FlowFamilies,
+    families: Arc<FlowFamilies>,
     /// The level's timing-ratio gauges.
     pub(in crate::metrics) level: PriorityLevelGauges,
     rejected: [OnceLock<IntCounter>; 3],
@@ -104,7 +113,7 @@ impl FlowMetrics {
     fn new(
         priority_level: &str,
         flow_schema: &str,
-        families: FlowFamilies,
+        families: Arc<FlowFamilies>,
         level: PriorityLevelGauges,
     ) -> Self {
         FlowMetrics {
@@ -221,17 +230,18 @@ impl Metrics {
     /// Callers on the request path look a pair up once and keep the handle; the `&str` methods
     /// (`inc_dispatched`, `observe_wait`, ...) look it up on every call.
     pub fn flow(&self, priority_level: &str, flow_schema: &str) -> Arc<FlowMetrics> {
+        let cache = &self.flows;
         {
-            let flows = self.flows.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(flow) = flows.get(priority_level).and_then(|l| l.get(flow_schema)) {
+            let pairs = cache.pairs.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(flow) = pairs.get(priority_level).and_then(|l| l.get(flow_schema)) {
                 return Arc::clone(flow);
             }
         }
         let level = self.level_gauges(Instant::now(), priority_level);
-        let mut flows = self.flows.write().unwrap_or_else(|e| e.into_inner());
-        let by_schema = flows.entry(priority_level.into()).or_default();
+        let mut pairs = cache.pairs.write().unwrap_or_else(|e| e.into_inner());
+        let by_schema = pairs.entry(priority_level.into()).or_default();
         let flow = by_schema.entry(flow_schema.into()).or_insert_with(|| {
-            let families = FlowFamilies::of(&self.flowcontrol);
+            let families = Arc::clone(&cache.families);
             Arc::new(FlowMetrics::new(
                 priority_level,
                 flow_schema,
