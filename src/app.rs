@@ -114,6 +114,13 @@ impl App {
         }
         let flow_control = Arc::new(flow_control);
         publish_limits(&metrics, &flow_control, None);
+        // Weak: the levels report to `metrics`, which must not keep them alive.
+        let levels = Arc::downgrade(&flow_control);
+        metrics.on_scrape(move |metrics| {
+            if let Some(flow_control) = levels.upgrade() {
+                publish_current_r(metrics, &flow_control);
+            }
+        });
         let estimator = WorkEstimator::default();
         let proxy = Arc::new(
             Proxy::new(
@@ -263,6 +270,17 @@ fn ca_files(opts: &ServeOptions) -> Vec<std::path::PathBuf> {
         .flatten()
         .cloned()
         .collect()
+}
+
+/// Sets `current_r` of every level with queues, as the apiserver's queue sets do whenever their
+/// virtual clock moves (exempt levels have none).
+fn publish_current_r(metrics: &Metrics, flow_control: &FlowControl) {
+    for level in flow_control.levels() {
+        if !level.priority_level.is_exempt() {
+            let name = &level.priority_level.name;
+            metrics.set_current_r(name, level.queues.stats().current_r);
+        }
+    }
 }
 
 /// Sets every level's limit gauges; with an `outcome` (a borrowing adjustment), also the demand

@@ -44,7 +44,12 @@ pub struct Metrics {
     level_gauges: Mutex<fnv::FnvHashMap<String, PriorityLevelGauges>>,
     /// The per-(level, flow schema) members, resolved once per pair ([`Metrics::flow`]).
     flows: flowcontrol::FlowCache,
+    /// Run before every scrape ([`Metrics::on_scrape`]).
+    scrape_hooks: Mutex<Vec<ScrapeHook>>,
 }
+
+/// See [`Metrics::on_scrape`].
+type ScrapeHook = Box<dyn Fn(&Metrics) + Send + Sync>;
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -72,6 +77,7 @@ impl Metrics {
             proxy,
             level_gauges: Mutex::new(fnv::FnvHashMap::default()),
             flows,
+            scrape_hooks: Mutex::new(Vec::new()),
         })
     }
 
@@ -85,8 +91,22 @@ impl Metrics {
         self.encode_at(Instant::now())
     }
 
+    /// Runs `hook` before every scrape, for values read rather than reported (a level's R, which
+    /// the apiserver sets on every change of its queue set, is read off the level instead of
+    /// being reported twice per request). The hook must not call `on_scrape` or `encode`.
+    pub fn on_scrape(&self, hook: impl Fn(&Metrics) + Send + Sync + 'static) {
+        let mut hooks = self.scrape_hooks.lock().unwrap_or_else(|e| e.into_inner());
+        hooks.push(Box::new(hook));
+    }
+
     /// The text exposition with the timing-ratio histograms accounted up to `now`.
     pub fn encode_at(&self, now: Instant) -> String {
+        {
+            let hooks = self.scrape_hooks.lock().unwrap_or_else(|e| e.into_inner());
+            for hook in hooks.iter() {
+                hook(self);
+            }
+        }
         self.flowcontrol.flush_timing(now);
         let families = self.registry.gather();
         let mut out = Vec::new();

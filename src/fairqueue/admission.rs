@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::borrowing::{IntegratorResults, SeatDemandIntegrator};
 use super::queueset::{
-    Arrival, Counters, FlowMeta, QueueSet, QueueSetDump, QueueSetError, QueuingConfig,
+    Arrival, Counters, FlowMeta, Note, QueueSet, QueueSetDump, QueueSetError, QueuingConfig,
     RejectReason, Removal, RequestId, RequestState, Started,
 };
 use super::WorkEstimate;
@@ -56,7 +56,7 @@ pub struct AdmitRequest {
 }
 
 /// Read-only figures of a level, for metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LevelStats {
     /// Requests waiting.
     pub waiting: u32,
@@ -70,6 +70,8 @@ pub struct LevelStats {
     pub concurrency_limit: u32,
     /// Totals.
     pub counters: Counters,
+    /// R, the queue set's virtual clock, at its last change (`current_r`).
+    pub current_r: f64,
 }
 
 type Waiter = oneshot::Sender<()>;
@@ -114,10 +116,14 @@ impl LevelQueues {
         now: Instant,
         observer: Option<Arc<dyn AdmissionObserver>>,
     ) -> Result<Arc<LevelQueues>, QueueSetError> {
+        let mut qs = QueueSet::new(config, concurrency_limit, now)?;
+        if observer.is_some() {
+            qs.keep_notes();
+        }
         Ok(Arc::new(LevelQueues {
             name,
             state: Mutex::new(LevelState {
-                qs: QueueSet::new(config, concurrency_limit, now)?,
+                qs,
                 demand: SeatDemandIntegrator::new(now),
             }),
             observer,
@@ -161,7 +167,7 @@ impl LevelQueues {
                     Ok((id, rx, len))
                 }
             };
-            after_change(&mut st, arrived);
+            self.after_change(&mut st, arrived);
             match out {
                 Ok(waiting) => waiting,
                 Err(Ok(Some((id, held)))) => {
@@ -197,7 +203,7 @@ impl LevelQueues {
                 // hold the level): the wait limit is reached.
                 debug_assert!(!woken, "woken while still waiting");
                 st.qs.cancel(id, now, Removal::TimedOut);
-                after_change(&mut st, now);
+                self.after_change(&mut st, now);
                 Err(())
             }
             // Timed out by the queue set (its own deadline check).
@@ -240,6 +246,7 @@ impl LevelQueues {
             seats_waiting: st.qs.seats_waiting(),
             concurrency_limit: st.qs.concurrency_limit(),
             counters: st.qs.counters(),
+            current_r: st.qs.current_r().to_f64(),
         }
     }
 
@@ -256,7 +263,7 @@ impl LevelQueues {
     fn with_queue_set<R>(&self, now: Instant, f: impl FnOnce(&mut QueueSet<Waiter>) -> R) -> R {
         let mut st = self.lock();
         let r = f(&mut st.qs);
-        after_change(&mut st, now);
+        self.after_change(&mut st, now);
         r
     }
 
@@ -318,23 +325,29 @@ impl LevelQueues {
         }
     }
 
+    /// After every change: feed the seat-demand integrator, wake the requests that were
+    /// dispatched or timed out, and hand the queue set's notes to the observer (under the lock,
+    /// so they arrive in order).
+    fn after_change(&self, st: &mut LevelState, now: Instant) {
+        let demand = st.qs.seat_demand() as f64;
+        st.demand.set(demand, now);
+        for event in st.qs.drain_events() {
+            if let Some(tx) = event.waiter {
+                // The receiver may be gone (its future is being dropped); its guard then finds
+                // the request executing and releases it.
+                let _ = tx.send(());
+            }
+        }
+        if let Some(o) = &self.observer {
+            for note in st.qs.drain_notes() {
+                o.noted(&self.name, &note);
+            }
+        }
+    }
+
     fn note_released(&self, fs: &str, seats: u32) {
         if let Some(o) = &self.observer {
             o.seats_changed(&self.name, fs, -i64::from(seats));
-        }
-    }
-}
-
-/// After every change: feed the seat-demand integrator and wake the requests that were
-/// dispatched or timed out.
-fn after_change(st: &mut LevelState, now: Instant) {
-    let demand = st.qs.seat_demand() as f64;
-    st.demand.set(demand, now);
-    for event in st.qs.drain_events() {
-        if let Some(tx) = event.waiter {
-            // The receiver may be gone (its future is being dropped); its guard then finds the
-            // request executing and releases it.
-            let _ = tx.send(());
         }
     }
 }
@@ -435,7 +448,8 @@ impl Drop for Seat {
 
 /// Hooks for the per-FlowSchema metrics (`current_inqueue_*`, `current_executing_seats`,
 /// `request_queue_length_after_enqueue`, `rejected_requests_total{reason="time-out"}` for callers
-/// that go away). Called outside the level's lock; every method defaults to nothing.
+/// that go away) and the queue set's own (see [`AdmissionObserver::noted`]). Called outside the
+/// level's lock except `noted`; every method defaults to nothing.
 pub trait AdmissionObserver: Send + Sync {
     /// A request entered a queue, which now holds `queue_length` waiting requests.
     fn enqueued(
@@ -461,6 +475,11 @@ pub trait AdmissionObserver: Send + Sync {
     /// A mutating (or read-only) request entered (`delta = 1`) or left (`-1`) a queue of any
     /// level: the apiserver's `queueNote` (`read_vs_write_current_requests{phase="waiting"}`).
     fn waiting_changed(&self, _mutating: bool, _delta: i64) {}
+
+    /// The queue set of `priority_level` dispatched from a queue, found a head that did not
+    /// fit, or advanced its epoch ([`Note`]). Unlike the other hooks this one is called under
+    /// the level's lock, in order; it must not call back into the level.
+    fn noted(&self, _priority_level: &str, _note: &Note) {}
 }
 
 #[cfg(test)]

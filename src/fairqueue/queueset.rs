@@ -52,6 +52,10 @@ pub struct QueueSet<W = ()> {
     store: Store<W>,
     deadlines: BTreeSet<(Instant, u32)>,
     events: Vec<Event<W>>,
+    /// What the apiserver would report to its metrics as it happens; see [`Note`]. Kept only
+    /// after [`QueueSet::keep_notes`], by a caller that drains them.
+    notes: Vec<Note>,
+    keep_notes: bool,
     current_r: SeatSeconds,
     last_real_time: Instant,
     robin_index: isize,
@@ -85,6 +89,8 @@ impl<W> QueueSet<W> {
             store: Store::new(),
             deadlines: BTreeSet::new(),
             events: Vec::new(),
+            notes: Vec::new(),
+            keep_notes: false,
             current_r: SeatSeconds::ZERO,
             last_real_time: now,
             robin_index: 0,
@@ -217,6 +223,23 @@ impl<W> QueueSet<W> {
     /// What happened to waiting requests since the last drain.
     pub fn drain_events(&mut self) -> std::vec::Drain<'_, Event<W>> {
         self.events.drain(..)
+    }
+
+    /// Starts keeping [`Note`]s for [`drain_notes`](Self::drain_notes); a caller that turns this
+    /// on must drain them after each change.
+    pub fn keep_notes(&mut self) {
+        self.keep_notes = true;
+    }
+
+    /// Takes the notes for metrics since the last call, oldest first.
+    pub fn drain_notes(&mut self) -> std::vec::Drain<'_, Note> {
+        self.notes.drain(..)
+    }
+
+    fn note(&mut self, note: impl FnOnce() -> Note) {
+        if self.keep_notes {
+            self.notes.push(note());
+        }
     }
 
     /// The earliest deadline of a waiting request.

@@ -20,22 +20,7 @@ pub(super) use flow::FlowCache;
 pub use flow::FlowMetrics;
 pub use ratios::PriorityLevelGauges;
 
-/// R values of one dispatch, for the gauges `SetDispatchMetrics` sets.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct DispatchR {
-    /// The queue set's virtual time at the dispatch (`dispatch_r`).
-    pub r: f64,
-    /// `nextDispatchR` of the queue dispatched from (`latest_s`).
-    pub s: f64,
-    /// Min over queues of S(oldest waiting request) (`next_s_bounds{bound="min"}`).
-    pub s_min: f64,
-    /// Max of the same (`next_s_bounds{bound="max"}`).
-    pub s_max: f64,
-    /// Min over queues of S − estimated work in progress (`next_discounted_s_bounds{bound="min"}`).
-    pub discounted_s_min: f64,
-    /// Max of the same (`next_discounted_s_bounds{bound="max"}`).
-    pub discounted_s_max: f64,
-}
+pub use crate::fairqueue::queueset::DispatchR;
 
 // === impl Metrics: flow-control events ===
 
@@ -151,26 +136,6 @@ impl Metrics {
             .current_r
             .with_label_values(&[priority_level])
             .set(r);
-    }
-
-    /// The R and S values of a dispatch from a queue (`SetDispatchMetrics`).
-    pub fn set_dispatch_metrics(&self, priority_level: &str, d: &DispatchR) {
-        let fc = &self.flowcontrol;
-        fc.dispatch_r.with_label_values(&[priority_level]).set(d.r);
-        fc.latest_s.with_label_values(&[priority_level]).set(d.s);
-        fc.next_s_bounds
-            .with_label_values(&[priority_level, "min"])
-            .set(d.s_min);
-        fc.next_s_bounds
-            .with_label_values(&[priority_level, "max"])
-            .set(d.s_max);
-        let discounted = &fc.next_discounted_s_bounds;
-        discounted
-            .with_label_values(&[priority_level, "min"])
-            .set(d.discounted_s_min);
-        discounted
-            .with_label_values(&[priority_level, "max"])
-            .set(d.discounted_s_max);
     }
 
     /// A level's configured limits (`SetPriorityLevelConfiguration`: NominalCL, MinCL, MaxCL) and

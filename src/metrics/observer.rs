@@ -6,6 +6,11 @@
 //! `apf_filter.go: Handle`, which the apiserver counts as a `time-out` rejection observed with
 //! `execute="true"` (the request got a queue slot).
 //!
+//! The queue set's own reports ([`Note`]: dispatches from a queue, heads that did not fit, epoch
+//! advances) feed `dispatch_r`, `latest_s`, `next_s_bounds`, `next_discounted_s_bounds`,
+//! `request_dispatch_no_accommodation_total` and `epoch_advance_total`, as its `metrics.*` calls
+//! do in `queueset.go`.
+//!
 //! The same events move each level's timing-ratio gauges (`priority_level_request_utilization`
 //! for waiting requests, `priority_level_seat_utilization`, `demand_seats`), as the queue set's
 //! `reqsGaugePair`, `execSeatsGauge` and seat-demand gauge do.
@@ -17,6 +22,7 @@ use tokio::time::Instant;
 use super::labels::{ExecutionType, Phase, RejectReason, RequestKind};
 use super::{FlowMetrics, Metrics, PriorityLevelGauges};
 use crate::fairqueue::admission::AdmissionObserver;
+use crate::fairqueue::queueset::Note;
 
 // === impl Metrics: per-level timing-ratio gauges ===
 
@@ -102,6 +108,16 @@ impl AdmissionObserver for Metrics {
         flow.level.seat_demand.add(now, delta as f64);
     }
 
+    fn noted(&self, priority_level: &str, note: &Note) {
+        match note {
+            Note::Dispatched(d) => self.set_dispatch_metrics(priority_level, d),
+            Note::NoAccommodation { flow_schema } => {
+                self.inc_dispatch_no_accommodation(priority_level, flow_schema);
+            }
+            Note::EpochAdvanced { success } => self.inc_epoch_advance(priority_level, *success),
+        }
+    }
+
     fn waiting_changed(&self, mutating: bool, delta: i64) {
         let kind = if mutating {
             RequestKind::Mutating
@@ -163,6 +179,58 @@ mod tests {
         assert_eq!(value(&text, rejected), Some(1.0));
         let waited = r#"apiserver_flowcontrol_request_wait_duration_seconds_sum{execute="true",flow_schema="fs",priority_level="pl"}"#;
         assert_eq!(value(&text, waited), Some(0.3));
+    }
+
+    #[test]
+    fn queue_set_notes_feed_the_dispatch_epoch_and_no_accommodation_families() {
+        use crate::fairqueue::queueset::{DispatchR, Note};
+        let metrics = Metrics::new();
+        let observer: &dyn AdmissionObserver = metrics.as_ref();
+        let d = DispatchR {
+            r: 5.0,
+            s: 4.0,
+            s_min: 3.0,
+            s_max: 4.5,
+            discounted_s_min: 2.5,
+            discounted_s_max: 4.0,
+        };
+        observer.noted("pl", &Note::Dispatched(d));
+        let fs = std::sync::Arc::from("fs");
+        observer.noted("pl", &Note::NoAccommodation { flow_schema: fs });
+        observer.noted("pl", &Note::EpochAdvanced { success: true });
+        observer.noted("pl", &Note::EpochAdvanced { success: true });
+        let text = metrics.encode();
+        let fc = "apiserver_flowcontrol_";
+        for (line, want) in [
+            (format!(r#"{fc}dispatch_r{{priority_level="pl"}}"#), 5.0),
+            (format!(r#"{fc}latest_s{{priority_level="pl"}}"#), 4.0),
+            (
+                format!(r#"{fc}next_s_bounds{{bound="min",priority_level="pl"}}"#),
+                3.0,
+            ),
+            (
+                format!(r#"{fc}next_s_bounds{{bound="max",priority_level="pl"}}"#),
+                4.5,
+            ),
+            (
+                format!(r#"{fc}next_discounted_s_bounds{{bound="min",priority_level="pl"}}"#),
+                2.5,
+            ),
+            (
+                format!(r#"{fc}next_discounted_s_bounds{{bound="max",priority_level="pl"}}"#),
+                4.0,
+            ),
+            (
+                format!(r#"{fc}request_dispatch_no_accommodation_total{PL_FS}"#),
+                1.0,
+            ),
+            (
+                format!(r#"{fc}epoch_advance_total{{priority_level="pl",success="true"}}"#),
+                2.0,
+            ),
+        ] {
+            assert_eq!(value(&text, &line), Some(want), "{line} in\n{text}");
+        }
     }
 
     #[tokio::test(start_paused = true)]

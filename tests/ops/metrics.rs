@@ -109,6 +109,27 @@ async fn metrics_account_for_dispatch_queueing_rejection_and_execution() {
     assert_eq!(value(&wait_count, &[("execute", "true")]), Some(2.0));
     let executions = format!("{fc}request_execution_seconds_count");
     assert_eq!(value(&executions, &[("type", "regular")]), Some(2.0));
+    // The queue set's own readings: R now and at the last dispatch from a queue, and the S
+    // values of that dispatch (the second request waited in the level's one queue).
+    let level = [("priority_level", "tight")];
+    let reading = |name: &str, extra: &[(&str, &str)]| {
+        let labels: Vec<(&str, &str)> = level.iter().chain(extra).copied().collect();
+        sample(&text, &format!("{fc}{name}"), &labels)
+    };
+    let current_r = reading("current_r", &[]).expect("current_r of a queuing level");
+    let dispatch_r = reading("dispatch_r", &[]).expect("dispatch_r after a dispatch");
+    assert!(dispatch_r > 0.0 && dispatch_r <= current_r, "{text}");
+    let latest_s = reading("latest_s", &[]).expect("latest_s");
+    let s_min = reading("next_s_bounds", &[("bound", "min")]).expect("min");
+    let s_max = reading("next_s_bounds", &[("bound", "max")]).expect("max");
+    assert!(s_min <= latest_s && latest_s <= s_max, "{text}");
+    for bound in ["min", "max"] {
+        let discounted = reading("next_discounted_s_bounds", &[("bound", bound)]);
+        assert!(discounted.is_some_and(|d| d <= s_max), "{text}");
+    }
+    // Exempt levels have no queue set, so no R.
+    let exempt = [("priority_level", "exempt")];
+    assert_eq!(sample(&text, &format!("{fc}current_r"), &exempt), None);
     assert_eq!(
         sample(&text, "apf_proxy_requests_total", &[("code", "200")]),
         Some(2.0)

@@ -211,6 +211,53 @@ fn head_of_line_blocks_narrower_requests_elsewhere() {
 }
 
 #[test]
+fn kept_notes_report_dispatches_from_queues_and_heads_that_do_not_fit() {
+    let t0 = Instant::now();
+    let mut qs: QueueSet = QueueSet::new(queued(2, 1, 50), 2, t0).expect("valid");
+    qs.keep_notes();
+    let running = id_of(qs.start_request(t0, arrival(est(1, 0, 0), 1)));
+    // A queuing level dispatches every request from a queue, the first one too (as the
+    // apiserver's queue set does).
+    let notes: Vec<Note> = qs.drain_notes().collect();
+    assert!(
+        matches!(notes.as_slice(), [Note::Dispatched(_)]),
+        "{notes:?}"
+    );
+    // Two seats wide with one free: queued, and the head does not fit.
+    let wide = id_of(qs.start_request(t0, arrival(est(2, 0, 0), 0)));
+    let notes: Vec<Note> = qs.drain_notes().collect();
+    assert_eq!(
+        notes,
+        [Note::NoAccommodation {
+            flow_schema: Arc::from("fs")
+        }]
+    );
+
+    let t1 = t0 + Duration::from_millis(5);
+    qs.finish(running, t1).expect("executing");
+    assert_eq!(dispatched(&mut qs), [wide]);
+    let notes: Vec<Note> = qs.drain_notes().collect();
+    let [Note::Dispatched(d)] = notes.as_slice() else {
+        panic!("one dispatch from a queue: {notes:?}");
+    };
+    // The only waiting queue: its S is both bounds, and nothing of it was executing.
+    assert_eq!(d.r, qs.current_r().to_f64());
+    assert_eq!((d.s_min, d.s_max), (d.s, d.s));
+    assert_eq!((d.discounted_s_min, d.discounted_s_max), (d.s, d.s));
+    assert!(
+        d.s <= d.r,
+        "dispatched at or after its virtual start: {d:?}"
+    );
+
+    // Without keep_notes nothing is kept.
+    let mut quiet: QueueSet = QueueSet::new(queued(2, 1, 50), 2, t0).expect("valid");
+    id_of(quiet.start_request(t0, arrival(est(1, 0, 0), 1)));
+    id_of(quiet.start_request(t0, arrival(est(2, 0, 0), 0)));
+    assert_eq!(quiet.drain_notes().count(), 0);
+    assert_eq!(quiet.counters().no_accommodation, 1);
+}
+
+#[test]
 fn completion_charges_the_queue_its_real_duration() {
     let t0 = Instant::now();
     let mut qs: QueueSet = QueueSet::new(queued(1, 1, 50), 1, t0).expect("valid");

@@ -188,3 +188,41 @@ impl Counters {
         (self.rejected + left, 0, left)
     }
 }
+
+/// R values of one dispatch, for the gauges `SetDispatchMetrics` sets.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct DispatchR {
+    /// The queue set's virtual time at the dispatch (`dispatch_r`).
+    pub r: f64,
+    /// `nextDispatchR` of the queue dispatched from (`latest_s`).
+    pub s: f64,
+    /// Min over queues of S(oldest waiting request) (`next_s_bounds{bound="min"}`).
+    pub s_min: f64,
+    /// Max of the same (`next_s_bounds{bound="max"}`).
+    pub s_max: f64,
+    /// Min over queues of S − estimated work in progress (`next_discounted_s_bounds{bound="min"}`).
+    pub discounted_s_min: f64,
+    /// Max of the same (`next_discounted_s_bounds{bound="max"}`).
+    pub discounted_s_max: f64,
+}
+
+/// What a queue set saw that the apiserver reports as it happens (its `metrics.*` calls inside
+/// the queue set), handed to the [`crate::fairqueue::admission::AdmissionObserver`] after each
+/// change. Only contention produces notes: a dispatch from a queue, a head that does not fit, an
+/// epoch advance.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Note {
+    /// A request was dispatched from a queue (`SetDispatchMetrics`).
+    Dispatched(DispatchR),
+    /// The head chosen for dispatch did not fit the free seats (`AddDispatchWithNoAccommodation`,
+    /// labelled with the head request's FlowSchema).
+    NoAccommodation {
+        /// The FlowSchema of the request that did not fit.
+        flow_schema: Arc<str>,
+    },
+    /// R was wound back (`AddEpochAdvance`); `success` is false if a reading underflowed.
+    EpochAdvanced {
+        /// No queue's or request's R reading underflowed.
+        success: bool,
+    },
+}
