@@ -118,7 +118,7 @@ impl App {
         let levels = Arc::downgrade(&flow_control);
         metrics.on_scrape(move |metrics| {
             if let Some(flow_control) = levels.upgrade() {
-                publish_current_r(metrics, &flow_control);
+                publish_queue_set_readings(metrics, &flow_control);
             }
         });
         let estimator = WorkEstimator::default();
@@ -272,13 +272,19 @@ fn ca_files(opts: &ServeOptions) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
-/// Sets `current_r` of every level with queues, as the apiserver's queue sets do whenever their
-/// virtual clock moves (exempt levels have none).
-fn publish_current_r(metrics: &Metrics, flow_control: &FlowControl) {
+/// Sets each level's queue-set gauges, which the apiserver sets whenever they change: R
+/// (`current_r`) for every level with queues (exempt levels have none) and the readings of its
+/// last dispatch from a queue. Read at scrape time rather than on every request.
+fn publish_queue_set_readings(metrics: &Metrics, flow_control: &FlowControl) {
     for level in flow_control.levels() {
-        if !level.priority_level.is_exempt() {
-            let name = &level.priority_level.name;
-            metrics.set_current_r(name, level.queues.stats().current_r);
+        if level.priority_level.is_exempt() {
+            continue;
+        }
+        let name = &level.priority_level.name;
+        let stats = level.queues.stats();
+        metrics.set_current_r(name, stats.current_r);
+        if let Some(dispatch) = &stats.last_dispatch {
+            metrics.set_dispatch_metrics(name, dispatch);
         }
     }
 }

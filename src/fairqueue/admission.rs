@@ -14,8 +14,8 @@ use tokio::time::Instant;
 
 use super::borrowing::{IntegratorResults, SeatDemandIntegrator};
 use super::queueset::{
-    Arrival, Counters, FlowMeta, Note, QueueSet, QueueSetDump, QueueSetError, QueuingConfig,
-    RejectReason, Removal, RequestId, RequestState, Started,
+    Arrival, Counters, DispatchR, FlowMeta, Note, QueueSet, QueueSetDump, QueueSetError,
+    QueuingConfig, RejectReason, Removal, RequestId, RequestState, Started,
 };
 use super::WorkEstimate;
 
@@ -72,6 +72,8 @@ pub struct LevelStats {
     pub counters: Counters,
     /// R, the queue set's virtual clock, at its last change (`current_r`).
     pub current_r: f64,
+    /// The readings of the last dispatch from a queue; `None` until the first.
+    pub last_dispatch: Option<DispatchR>,
 }
 
 type Waiter = oneshot::Sender<()>;
@@ -247,6 +249,7 @@ impl LevelQueues {
             concurrency_limit: st.qs.concurrency_limit(),
             counters: st.qs.counters(),
             current_r: st.qs.current_r().to_f64(),
+            last_dispatch: st.qs.last_dispatch(),
         }
     }
 
@@ -476,8 +479,8 @@ pub trait AdmissionObserver: Send + Sync {
     /// level: the apiserver's `queueNote` (`read_vs_write_current_requests{phase="waiting"}`).
     fn waiting_changed(&self, _mutating: bool, _delta: i64) {}
 
-    /// The queue set of `priority_level` dispatched from a queue, found a head that did not
-    /// fit, or advanced its epoch ([`Note`]). Unlike the other hooks this one is called under
+    /// The queue set of `priority_level` found a head that did not fit, or advanced its epoch
+    /// ([`Note`]). Unlike the other hooks this one is called under
     /// the level's lock, in order; it must not call back into the level.
     fn noted(&self, _priority_level: &str, _note: &Note) {}
 }

@@ -56,6 +56,8 @@ pub struct QueueSet<W = ()> {
     /// after [`QueueSet::keep_notes`], by a caller that drains them.
     notes: Vec<Note>,
     keep_notes: bool,
+    /// The readings of the last dispatch from a queue.
+    last_dispatch: Option<DispatchR>,
     current_r: SeatSeconds,
     last_real_time: Instant,
     robin_index: isize,
@@ -91,6 +93,7 @@ impl<W> QueueSet<W> {
             events: Vec::new(),
             notes: Vec::new(),
             keep_notes: false,
+            last_dispatch: None,
             current_r: SeatSeconds::ZERO,
             last_real_time: now,
             robin_index: 0,
@@ -223,6 +226,12 @@ impl<W> QueueSet<W> {
     /// What happened to waiting requests since the last drain.
     pub fn drain_events(&mut self) -> std::vec::Drain<'_, Event<W>> {
         self.events.drain(..)
+    }
+
+    /// The R and S readings of the last dispatch from a queue (`SetDispatchMetrics`); `None`
+    /// until the first.
+    pub fn last_dispatch(&self) -> Option<DispatchR> {
+        self.last_dispatch
     }
 
     /// Starts keeping [`Note`]s for [`drain_notes`](Self::drain_notes); a caller that turns this

@@ -138,6 +138,24 @@ impl Metrics {
             .set(r);
     }
 
+    /// The R and S readings of a level's last dispatch from a queue (`SetDispatchMetrics`).
+    pub fn set_dispatch_metrics(&self, priority_level: &str, d: &DispatchR) {
+        let fc = &self.flowcontrol;
+        fc.dispatch_r.with_label_values(&[priority_level]).set(d.r);
+        fc.latest_s.with_label_values(&[priority_level]).set(d.s);
+        for (vec, min, max) in [
+            (&fc.next_s_bounds, d.s_min, d.s_max),
+            (
+                &fc.next_discounted_s_bounds,
+                d.discounted_s_min,
+                d.discounted_s_max,
+            ),
+        ] {
+            vec.with_label_values(&[priority_level, "min"]).set(min);
+            vec.with_label_values(&[priority_level, "max"]).set(max);
+        }
+    }
+
     /// A level's configured limits (`SetPriorityLevelConfiguration`: NominalCL, MinCL, MaxCL) and
     /// its current limit (which the apiserver first reports at the next borrowing adjustment; we
     /// report the initial one at once so the gauge is never missing).

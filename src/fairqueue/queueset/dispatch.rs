@@ -116,10 +116,7 @@ impl<W> QueueSet<W> {
             self.note(|| Note::NoAccommodation { flow_schema });
             return false;
         }
-        if self.keep_notes {
-            let dispatch = self.dispatch_r(qi);
-            self.note(|| Note::Dispatched(dispatch));
-        }
+        self.last_dispatch = Some(self.dispatch_r(qi));
         let id = self.store.id_at(head);
         self.store.unlink(&mut self.queues[qi], head);
         let cl = self.concurrency_limit;

@@ -189,7 +189,7 @@ impl Counters {
     }
 }
 
-/// R values of one dispatch, for the gauges `SetDispatchMetrics` sets.
+/// R and S readings of one dispatch from a queue, for the gauges `SetDispatchMetrics` sets.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct DispatchR {
     /// The queue set's virtual time at the dispatch (`dispatch_r`).
@@ -206,14 +206,16 @@ pub struct DispatchR {
     pub discounted_s_max: f64,
 }
 
-/// What a queue set saw that the apiserver reports as it happens (its `metrics.*` calls inside
-/// the queue set), handed to the [`crate::fairqueue::admission::AdmissionObserver`] after each
-/// change. Only contention produces notes: a dispatch from a queue, a head that does not fit, an
-/// epoch advance.
+/// A count the apiserver's queue set adds to its metrics as it happens, handed to the
+/// [`crate::fairqueue::admission::AdmissionObserver`] after each change. Both are rare: a head
+/// that does not fit the free seats, an epoch advance. (The gauges it sets, R and the last
+/// dispatch's readings, are read off the queue set instead: [`QueueSet::current_r`],
+/// [`QueueSet::last_dispatch`].)
+///
+/// [`QueueSet::current_r`]: super::QueueSet::current_r
+/// [`QueueSet::last_dispatch`]: super::QueueSet::last_dispatch
 #[derive(Debug, Clone, PartialEq)]
 pub enum Note {
-    /// A request was dispatched from a queue (`SetDispatchMetrics`).
-    Dispatched(DispatchR),
     /// The head chosen for dispatch did not fit the free seats (`AddDispatchWithNoAccommodation`,
     /// labelled with the head request's FlowSchema).
     NoAccommodation {

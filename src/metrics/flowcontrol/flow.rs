@@ -11,7 +11,7 @@ use fnv::FnvHashMap;
 use prometheus::{Gauge, GaugeVec, Histogram, HistogramVec, IntCounter, IntCounterVec};
 use tokio::time::Instant;
 
-use super::{DispatchR, ExecutionType, Families, PriorityLevelGauges, RejectReason};
+use super::{ExecutionType, Families, PriorityLevelGauges, RejectReason};
 use crate::metrics::Metrics;
 
 /// The per-flow families, cloned once from the registry's (each clone shares its family).
@@ -28,10 +28,6 @@ struct FlowFamilies {
     watch_count: HistogramVec,
     work_estimated_seats: HistogramVec,
     no_accommodation: IntCounterVec,
-    dispatch_r: GaugeVec,
-    latest_s: GaugeVec,
-    next_s_bounds: GaugeVec,
-    next_discounted_s_bounds: GaugeVec,
 }
 
 /// Every pair seen so far: level name → flow schema name → members. Never shrinks, like the
@@ -39,18 +35,6 @@ struct FlowFamilies {
 pub(in crate::metrics) struct FlowCache {
     families: Arc<FlowFamilies>,
     pairs: RwLock<FnvHashMap<Box<str>, BySchema>>,
-    /// Each level's dispatch gauges, set on every dispatch from its queues.
-    dispatches: RwLock<FnvHashMap<Box<str>, Arc<DispatchGauges>>>,
-}
-
-/// The gauges `SetDispatchMetrics` sets for one level.
-struct DispatchGauges {
-    r: Gauge,
-    s: Gauge,
-    s_min: Gauge,
-    s_max: Gauge,
-    discounted_s_min: Gauge,
-    discounted_s_max: Gauge,
 }
 
 /// One level's pairs, by flow schema name.
@@ -72,15 +56,10 @@ impl FlowCache {
             watch_count: f.watch_count.clone(),
             work_estimated_seats: f.work_estimated_seats.clone(),
             no_accommodation: f.no_accommodation.clone(),
-            dispatch_r: f.dispatch_r.clone(),
-            latest_s: f.latest_s.clone(),
-            next_s_bounds: f.next_s_bounds.clone(),
-            next_discounted_s_bounds: f.next_discounted_s_bounds.clone(),
         };
         FlowCache {
             families: Arc::new(families),
             pairs: RwLock::default(),
-            dispatches: RwLock::default(),
         }
     }
 }
@@ -271,46 +250,6 @@ impl Metrics {
             ))
         });
         Arc::clone(flow)
-    }
-}
-
-// === impl Metrics: per-level dispatch gauges ===
-
-impl Metrics {
-    /// The R and S values of a dispatch from a queue (`SetDispatchMetrics`). Called on every
-    /// dispatch of a queuing level, so the level's six gauges are resolved once and kept.
-    pub fn set_dispatch_metrics(&self, priority_level: &str, d: &DispatchR) {
-        let gauges = self.dispatch_gauges(priority_level);
-        gauges.r.set(d.r);
-        gauges.s.set(d.s);
-        gauges.s_min.set(d.s_min);
-        gauges.s_max.set(d.s_max);
-        gauges.discounted_s_min.set(d.discounted_s_min);
-        gauges.discounted_s_max.set(d.discounted_s_max);
-    }
-
-    fn dispatch_gauges(&self, priority_level: &str) -> Arc<DispatchGauges> {
-        let cache = &self.flows;
-        {
-            let levels = cache.dispatches.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(gauges) = levels.get(priority_level) {
-                return Arc::clone(gauges);
-            }
-        }
-        let f = &cache.families;
-        let pl = [priority_level];
-        let bound = |vec: &GaugeVec, bound: &str| vec.with_label_values(&[priority_level, bound]);
-        let gauges = DispatchGauges {
-            r: f.dispatch_r.with_label_values(&pl),
-            s: f.latest_s.with_label_values(&pl),
-            s_min: bound(&f.next_s_bounds, "min"),
-            s_max: bound(&f.next_s_bounds, "max"),
-            discounted_s_min: bound(&f.next_discounted_s_bounds, "min"),
-            discounted_s_max: bound(&f.next_discounted_s_bounds, "max"),
-        };
-        let mut levels = cache.dispatches.write().unwrap_or_else(|e| e.into_inner());
-        let entry = levels.entry(priority_level.into());
-        Arc::clone(entry.or_insert_with(|| Arc::new(gauges)))
     }
 }
 
