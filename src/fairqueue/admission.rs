@@ -480,8 +480,8 @@ pub trait AdmissionObserver: Send + Sync {
     fn waiting_changed(&self, _mutating: bool, _delta: i64) {}
 
     /// The queue set of `priority_level` found a head that did not fit, or advanced its epoch
-    /// ([`Note`]). Unlike the other hooks this one is called under
-    /// the level's lock, in order; it must not call back into the level.
+    /// ([`Note`]). Unlike the other hooks this one is called under the level's lock, in order;
+    /// it must not call back into the level.
     fn noted(&self, _priority_level: &str, _note: &Note) {}
 }
 
