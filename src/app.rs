@@ -273,17 +273,17 @@ fn ca_files(opts: &ServeOptions) -> Vec<std::path::PathBuf> {
 }
 
 /// Sets each level's queue-set gauges, which the apiserver sets whenever they change: R
-/// (`current_r`) for every level with queues (exempt levels have none) and the readings of its
-/// last dispatch from a queue. Read at scrape time rather than on every request.
+/// (`current_r`) for every level with queues (exempt levels have none) and R and S of its last
+/// dispatch from a queue with the S bounds over the queues waiting now. Read at scrape time
+/// rather than on every request.
 fn publish_queue_set_readings(metrics: &Metrics, flow_control: &FlowControl) {
     for level in flow_control.levels() {
         if level.priority_level.is_exempt() {
             continue;
         }
         let name = &level.priority_level.name;
-        let stats = level.queues.stats();
-        metrics.set_current_r(name, stats.current_r);
-        if let Some(dispatch) = &stats.last_dispatch {
+        metrics.set_current_r(name, level.queues.stats().current_r);
+        if let Some(dispatch) = &level.queues.dispatch_readings() {
             metrics.set_dispatch_metrics(name, dispatch);
         }
     }

@@ -72,8 +72,6 @@ pub struct LevelStats {
     pub counters: Counters,
     /// R, the queue set's virtual clock, at its last change (`current_r`).
     pub current_r: f64,
-    /// The readings of the last dispatch from a queue; `None` until the first.
-    pub last_dispatch: Option<DispatchR>,
 }
 
 type Waiter = oneshot::Sender<()>;
@@ -249,8 +247,12 @@ impl LevelQueues {
             concurrency_limit: st.qs.concurrency_limit(),
             counters: st.qs.counters(),
             current_r: st.qs.current_r().to_f64(),
-            last_dispatch: st.qs.last_dispatch(),
         }
+    }
+
+    /// The readings behind the dispatch gauges ([`QueueSet::dispatch_readings`]).
+    pub fn dispatch_readings(&self) -> Option<DispatchR> {
+        self.lock().qs.dispatch_readings()
     }
 
     /// Every queue and request (debug endpoints).

@@ -56,8 +56,8 @@ pub struct QueueSet<W = ()> {
     /// after [`QueueSet::keep_notes`], by a caller that drains them.
     notes: Vec<Note>,
     keep_notes: bool,
-    /// The readings of the last dispatch from a queue.
-    last_dispatch: Option<DispatchR>,
+    /// R and the queue's `nextDispatchR` at the last dispatch from a queue.
+    last_dispatch: Option<(SeatSeconds, SeatSeconds)>,
     current_r: SeatSeconds,
     last_real_time: Instant,
     robin_index: isize,
@@ -228,10 +228,38 @@ impl<W> QueueSet<W> {
         self.events.drain(..)
     }
 
-    /// The R and S readings of the last dispatch from a queue (`SetDispatchMetrics`); `None`
-    /// until the first.
-    pub fn last_dispatch(&self) -> Option<DispatchR> {
-        self.last_dispatch
+    /// R and S of the last dispatch from a queue with the S bounds over the queues waiting now
+    /// (see [`DispatchR`]); `None` until the first dispatch from a queue. O(waiting queues).
+    pub fn dispatch_readings(&self) -> Option<DispatchR> {
+        let (r, s) = self.last_dispatch?;
+        let s = s.to_f64();
+        let mut d = DispatchR {
+            r: r.to_f64(),
+            s,
+            s_min: f64::INFINITY,
+            s_max: f64::NEG_INFINITY,
+            discounted_s_min: f64::INFINITY,
+            discounted_s_max: f64::NEG_INFINITY,
+        };
+        for &(_, q) in &self.by_finish {
+            let q = &self.queues[q as usize];
+            let s = q.next_dispatch_r.to_f64();
+            // The apiserver subtracts in unsigned seat-seconds, which wraps to a huge value when
+            // the work in progress is larger; here the difference is signed.
+            let in_progress = SeatSeconds::seats_times_duration(
+                q.seats_in_use as f64,
+                ESTIMATED_SERVICE_DURATION,
+            );
+            let discounted = s - in_progress.to_f64();
+            d.s_min = d.s_min.min(s);
+            d.s_max = d.s_max.max(s);
+            d.discounted_s_min = d.discounted_s_min.min(discounted);
+            d.discounted_s_max = d.discounted_s_max.max(discounted);
+        }
+        if self.by_finish.is_empty() {
+            (d.s_min, d.s_max, d.discounted_s_min, d.discounted_s_max) = (s, s, s, s);
+        }
+        Some(d)
     }
 
     /// Starts keeping [`Note`]s for [`drain_notes`](Self::drain_notes); a caller that turns this

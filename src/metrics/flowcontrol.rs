@@ -138,7 +138,7 @@ impl Metrics {
             .set(r);
     }
 
-    /// The R and S readings of a level's last dispatch from a queue (`SetDispatchMetrics`).
+    /// R and S of a level's last dispatch from a queue and the S bounds (`SetDispatchMetrics`).
     pub fn set_dispatch_metrics(&self, priority_level: &str, d: &DispatchR) {
         let fc = &self.flowcontrol;
         fc.dispatch_r.with_label_values(&[priority_level]).set(d.r);

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::store::Phase;
 use super::{
-    DispatchR, Event, EventKind, Note, QueueSet, QueueSetError, QueuingConfig, Removal, RequestId,
+    Event, EventKind, Note, QueueSet, QueueSetError, QueuingConfig, Removal, RequestId,
     ESTIMATED_SERVICE_DURATION,
 };
 use crate::fairqueue::seat_seconds::SeatSeconds;
@@ -116,7 +116,7 @@ impl<W> QueueSet<W> {
             self.note(|| Note::NoAccommodation { flow_schema });
             return false;
         }
-        self.last_dispatch = Some(self.dispatch_r(qi));
+        self.last_dispatch = Some((self.current_r, self.queues[qi].next_dispatch_r));
         let id = self.store.id_at(head);
         self.store.unlink(&mut self.queues[qi], head);
         let cl = self.concurrency_limit;
@@ -155,36 +155,6 @@ impl<W> QueueSet<W> {
             waiter,
         });
         true
-    }
-
-    /// The R and S readings `findDispatchQueueToBoundLocked` reports when it dispatches from
-    /// queue `qi`: over the queues with a waiting request, the bounds of `nextDispatchR` and of
-    /// `nextDispatchR` less the estimated work in progress. The apiserver subtracts in unsigned
-    /// seat-seconds, which wraps to a huge value when the work in progress is larger; the
-    /// difference here is a plain float, negative in that case.
-    fn dispatch_r(&self, qi: usize) -> DispatchR {
-        let mut d = DispatchR {
-            r: self.current_r.to_f64(),
-            s: self.queues[qi].next_dispatch_r.to_f64(),
-            s_min: f64::INFINITY,
-            s_max: f64::NEG_INFINITY,
-            discounted_s_min: f64::INFINITY,
-            discounted_s_max: f64::NEG_INFINITY,
-        };
-        for &(_, q) in &self.by_finish {
-            let q = &self.queues[q as usize];
-            let s = q.next_dispatch_r.to_f64();
-            let in_progress = SeatSeconds::seats_times_duration(
-                q.seats_in_use as f64,
-                ESTIMATED_SERVICE_DURATION,
-            );
-            let discounted = s - in_progress.to_f64();
-            d.s_min = d.s_min.min(s);
-            d.s_max = d.s_max.max(s);
-            d.discounted_s_min = d.discounted_s_min.min(discounted);
-            d.discounted_s_max = d.discounted_s_max.max(discounted);
-        }
-        d
     }
 
     /// The first queue, in round-robin order from `robinIndex + 1`, whose head has the minimal

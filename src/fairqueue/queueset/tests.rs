@@ -211,15 +211,17 @@ fn head_of_line_blocks_narrower_requests_elsewhere() {
 }
 
 #[test]
-fn dispatches_from_queues_are_read_back_and_heads_that_do_not_fit_are_noted() {
+fn dispatch_readings_and_notes_of_heads_that_do_not_fit() {
     let t0 = Instant::now();
     let mut qs: QueueSet = QueueSet::new(queued(2, 1, 50), 2, t0).expect("valid");
     qs.keep_notes();
-    assert_eq!(qs.last_dispatch(), None);
+    assert_eq!(qs.dispatch_readings(), None);
     // A queuing level dispatches every request from a queue, the first one too (as the
     // apiserver's queue set does).
     let running = id_of(qs.start_request(t0, arrival(est(1, 0, 0), 1)));
-    assert!(qs.last_dispatch().is_some());
+    let first = qs.dispatch_readings().expect("dispatched from a queue");
+    // Nothing waits: the bounds are that dispatch's S.
+    assert_eq!((first.s_min, first.s_max), (first.s, first.s));
     assert_eq!(qs.drain_notes().count(), 0);
     // Two seats wide with one free: queued, and the head does not fit.
     let wide = id_of(qs.start_request(t0, arrival(est(2, 0, 0), 0)));
@@ -230,16 +232,21 @@ fn dispatches_from_queues_are_read_back_and_heads_that_do_not_fit_are_noted() {
             flow_schema: Arc::from("fs")
         }]
     );
+    // One queue waits now; the other executes one seat for about 3 ms of estimated work.
+    let waiting = qs.dispatch_readings().expect("readings");
+    assert_eq!(waiting.s_min, waiting.s_max);
+    assert_eq!(
+        waiting.discounted_s_min, waiting.s_min,
+        "nothing of that queue executes"
+    );
 
     let t1 = t0 + Duration::from_millis(5);
     qs.finish(running, t1).expect("executing");
     assert_eq!(dispatched(&mut qs), [wide]);
-    let d = qs.last_dispatch().expect("dispatched from a queue");
-    // The only waiting queue: its S is both bounds, and nothing of it was executing.
+    let d = qs.dispatch_readings().expect("readings");
     assert_eq!(d.r, qs.current_r().to_f64());
     assert!(d.r > 0.0, "R moved while the first request ran: {d:?}");
-    assert_eq!((d.s_min, d.s_max), (d.s, d.s));
-    assert_eq!((d.discounted_s_min, d.discounted_s_max), (d.s, d.s));
+    assert_eq!(d.s, waiting.s_min, "dispatched at the S it waited with");
     assert!(
         d.s <= d.r,
         "dispatched at or after its virtual start: {d:?}"

@@ -189,18 +189,25 @@ impl Counters {
     }
 }
 
-/// R and S readings of one dispatch from a queue, for the gauges `SetDispatchMetrics` sets.
+/// The readings behind the gauges `SetDispatchMetrics` sets: R and S of the last dispatch from a
+/// queue, and the S bounds over the queues with a waiting request.
+///
+/// The apiserver computes the bounds with a scan of every queue on each dispatch; here they are
+/// computed when read (a scrape), over the queues waiting then, so a dispatch stays O(log queues).
+/// With no queue waiting, all four bounds are the last dispatch's S (close to what the apiserver
+/// shows after a dispatch that emptied its queues).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct DispatchR {
-    /// The queue set's virtual time at the dispatch (`dispatch_r`).
+    /// The queue set's virtual time at the last dispatch from a queue (`dispatch_r`).
     pub r: f64,
     /// `nextDispatchR` of the queue dispatched from (`latest_s`).
     pub s: f64,
-    /// Min over queues of S(oldest waiting request) (`next_s_bounds{bound="min"}`).
+    /// Min over waiting queues of S(oldest waiting request) (`next_s_bounds{bound="min"}`).
     pub s_min: f64,
     /// Max of the same (`next_s_bounds{bound="max"}`).
     pub s_max: f64,
-    /// Min over queues of S − estimated work in progress (`next_discounted_s_bounds{bound="min"}`).
+    /// Min over waiting queues of S − estimated work in progress
+    /// (`next_discounted_s_bounds{bound="min"}`).
     pub discounted_s_min: f64,
     /// Max of the same (`next_discounted_s_bounds{bound="max"}`).
     pub discounted_s_max: f64,
@@ -208,12 +215,12 @@ pub struct DispatchR {
 
 /// A count the apiserver's queue set adds to its metrics as it happens, handed to the
 /// [`crate::fairqueue::admission::AdmissionObserver`] after each change. Both are rare: a head
-/// that does not fit the free seats, an epoch advance. (The gauges it sets, R and the last
-/// dispatch's readings, are read off the queue set instead: [`QueueSet::current_r`],
-/// [`QueueSet::last_dispatch`].)
+/// that does not fit the free seats, an epoch advance. (The gauges it sets, R and the dispatch
+/// readings, are read off the queue set instead: [`QueueSet::current_r`],
+/// [`QueueSet::dispatch_readings`].)
 ///
 /// [`QueueSet::current_r`]: super::QueueSet::current_r
-/// [`QueueSet::last_dispatch`]: super::QueueSet::last_dispatch
+/// [`QueueSet::dispatch_readings`]: super::QueueSet::dispatch_readings
 #[derive(Debug, Clone, PartialEq)]
 pub enum Note {
     /// The head chosen for dispatch did not fit the free seats (`AddDispatchWithNoAccommodation`,
