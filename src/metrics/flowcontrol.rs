@@ -33,43 +33,6 @@ impl Metrics {
             .inc();
     }
 
-    /// A request started executing, exempt ones included (`AddDispatch`).
-    pub fn inc_dispatched(&self, priority_level: &str, flow_schema: &str) {
-        self.flow(priority_level, flow_schema).dispatched().inc();
-    }
-
-    /// Requests and seats entered (positive) or left (negative) the queues of a level for a flow
-    /// schema (`AddRequestsInQueues` + `AddSeatsInQueues`; seats are `max_seats`).
-    pub fn add_inqueue(&self, priority_level: &str, flow_schema: &str, requests: i64, seats: i64) {
-        let flow = self.flow(priority_level, flow_schema);
-        flow.inqueue_requests().add(requests as f64);
-        flow.inqueue_seats().add(seats as f64);
-    }
-
-    /// Executing requests changed by `delta` (`AddRequestsExecuting`; a watch counts only in
-    /// its initial stage).
-    pub fn add_executing_requests(&self, priority_level: &str, flow_schema: &str, delta: i64) {
-        self.flow(priority_level, flow_schema)
-            .executing_requests()
-            .add(delta as f64);
-    }
-
-    /// Seats in use changed by `delta` (`AddSeatConcurrencyInUse`; seats are released after the
-    /// additional latency, so this moves separately from the request count).
-    pub fn add_executing_seats(&self, priority_level: &str, flow_schema: &str, delta: i64) {
-        self.flow(priority_level, flow_schema)
-            .executing_seats()
-            .add(delta as f64);
-    }
-
-    /// The length of the chosen queue right after a request was put in it
-    /// (`ObserveQueueLength`).
-    pub fn observe_queue_length(&self, priority_level: &str, flow_schema: &str, length: usize) {
-        self.flow(priority_level, flow_schema)
-            .queue_length()
-            .observe(length as f64);
-    }
-
     /// How long a non-exempt request waited (`ObserveWaitingDuration`). `execute` is false only
     /// for a request rejected on arrival; one that timed out in its queue is `true`.
     pub fn observe_wait(
@@ -81,36 +44,6 @@ impl Metrics {
     ) {
         self.flow(priority_level, flow_schema)
             .observe_wait(execute, wait);
-    }
-
-    /// How long a request executed (a watch: its initial stage) (`ObserveExecutionDuration`).
-    pub fn observe_execution(
-        &self,
-        priority_level: &str,
-        flow_schema: &str,
-        kind: ExecutionType,
-        took: Duration,
-    ) {
-        self.flow(priority_level, flow_schema)
-            .execution_seconds(kind)
-            .observe(took.as_secs_f64());
-    }
-
-    /// The watch count a mutating request's estimate saw (`ObserveWatchCount`).
-    pub fn observe_watch_count(&self, priority_level: &str, flow_schema: &str, count: usize) {
-        self.flow(priority_level, flow_schema)
-            .observe_watch_count(count);
-    }
-
-    /// A request's estimated `max_seats` (`ObserveWorkEstimatedSeats`, exempt ones included).
-    pub fn observe_work_estimated_seats(
-        &self,
-        priority_level: &str,
-        flow_schema: &str,
-        seats: u32,
-    ) {
-        self.flow(priority_level, flow_schema)
-            .observe_work_estimated_seats(seats);
     }
 
     /// A dispatch attempt found too few free seats for the oldest request of the chosen queue

@@ -65,15 +65,17 @@ fn parse(text: &str) -> BTreeMap<String, Family> {
 /// Reports one of every event, so every family has a member.
 fn exercise(m: &Metrics, t0: Instant) {
     m.inc_rejected(PL, FS, RejectReason::QueueFull);
-    m.inc_dispatched(PL, FS);
-    m.add_inqueue(PL, FS, 1, 2);
-    m.add_executing_requests(PL, FS, 1);
-    m.add_executing_seats(PL, FS, 2);
-    m.observe_queue_length(PL, FS, 3);
+    let flow = m.flow(PL, FS);
+    flow.dispatched().inc();
+    flow.inqueue_requests().add(1.0);
+    flow.inqueue_seats().add(2.0);
+    flow.executing_requests().add(1.0);
+    flow.executing_seats().add(2.0);
+    flow.queue_length().observe(3.0);
     m.observe_wait(PL, FS, true, Duration::from_millis(7));
-    m.observe_execution(PL, FS, ExecutionType::Watch, Duration::from_millis(30));
-    m.observe_watch_count(PL, FS, 12);
-    m.observe_work_estimated_seats(PL, FS, 2);
+    flow.execution_seconds(ExecutionType::Watch).observe(0.03);
+    flow.observe_watch_count(12);
+    flow.observe_work_estimated_seats(2);
     m.inc_dispatch_no_accommodation(PL, FS);
     m.inc_epoch_advance(PL, true);
     m.set_current_r(PL, 1.5);
@@ -256,8 +258,11 @@ apiserver_flowcontrol_rejected_requests_total{flow_schema=\"service-accounts\",p
 #[test]
 fn gauges_move_by_deltas_and_limits_by_level() {
     let m = Metrics::new();
-    m.add_inqueue(PL, FS, 3, 6);
-    m.add_inqueue(PL, FS, -1, -2);
+    let flow = m.flow(PL, FS);
+    for (requests, seats) in [(3.0, 6.0), (-1.0, -2.0)] {
+        flow.inqueue_requests().add(requests);
+        flow.inqueue_seats().add(seats);
+    }
     let limits = LevelLimits {
         nominal_cl: 245,
         lendable_cl: 220,
@@ -378,7 +383,7 @@ fn config_reload_sets_the_timestamp_only_on_success() {
 fn registries_are_independent() {
     let a = Metrics::new();
     let b = Metrics::new();
-    a.inc_dispatched(PL, FS);
+    a.flow(PL, FS).dispatched().inc();
     assert!(a.encode().contains("dispatched_requests_total"));
     assert!(!b.encode().contains("dispatched_requests_total"));
 }

@@ -228,7 +228,7 @@ impl Metrics {
     /// The metrics of the pair (`priority_level`, `flow_schema`), made on first use and kept.
     ///
     /// Callers on the request path look a pair up once and keep the handle; the `&str` methods
-    /// (`inc_dispatched`, `observe_wait`, ...) look it up on every call.
+    /// (`inc_rejected`, `observe_wait`, ...) look it up on every call.
     pub fn flow(&self, priority_level: &str, flow_schema: &str) -> Arc<FlowMetrics> {
         let cache = &self.flows;
         {
