@@ -112,15 +112,15 @@ pub const ONE_SEAT: [&str; 2] = [
 
 /// The values of the two APF response headers (`None` when absent).
 pub fn pf_headers<B>(response: &Response<B>) -> (Option<String>, Option<String>) {
-    let value = |name: &str| {
+    let value = |name: &http::HeaderName| {
         response
             .headers()
             .get(name)
             .map(|v| v.to_str().expect("ascii").to_string())
     };
     (
-        value(FLOW_SCHEMA_UID_HEADER),
-        value(PRIORITY_LEVEL_UID_HEADER),
+        value(&FLOW_SCHEMA_UID_HEADER),
+        value(&PRIORITY_LEVEL_UID_HEADER),
     )
 }
 

@@ -98,7 +98,23 @@ impl UpstreamOutcome {
             UpstreamOutcome::Timeout => "timeout",
         }
     }
+
+    /// A dense index of [`code_class`](Self::code_class): one per label value, below
+    /// [`UPSTREAM_CODE_CLASSES`].
+    pub(crate) fn code_class_index(self) -> usize {
+        match self {
+            UpstreamOutcome::Status(code) => match code {
+                100..=599 => usize::from(code / 100 - 1),
+                _ => 5,
+            },
+            UpstreamOutcome::Error => 6,
+            UpstreamOutcome::Timeout => 7,
+        }
+    }
 }
+
+/// How many values the upstream `code` label takes.
+pub(crate) const UPSTREAM_CODE_CLASSES: usize = 8;
 
 /// `1xx` … `5xx` for a status code, `other` outside 100..=599.
 pub(crate) fn status_class(code: u16) -> &'static str {
@@ -109,6 +125,18 @@ pub(crate) fn status_class(code: u16) -> &'static str {
         400..=499 => "4xx",
         500..=599 => "5xx",
         _ => "other",
+    }
+}
+
+/// How many values [`status_code_label`] takes: 100..=599 and `other`.
+pub(crate) const STATUS_CODE_LABELS: usize = 501;
+
+/// A dense index of [`status_code_label`], below [`STATUS_CODE_LABELS`].
+pub(crate) fn status_code_index(code: u16) -> usize {
+    if (100..=599).contains(&code) {
+        usize::from(code - 100)
+    } else {
+        STATUS_CODE_LABELS - 1
     }
 }
 

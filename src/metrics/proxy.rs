@@ -2,11 +2,17 @@
 //! upstream, configuration reloads and responses. (Authentication and connection counters are read
 //! from their owners' stats: see `collectors.rs`.)
 
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prometheus::{Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
+use prometheus::{
+    Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
+};
 
-use super::labels::{status_code_label, UpstreamOutcome};
+use super::labels::{
+    status_code_index, status_code_label, UpstreamOutcome, STATUS_CODE_LABELS,
+    UPSTREAM_CODE_CLASSES,
+};
 use super::{register, Metrics};
 
 /// The apiserver's `apiserver_request_duration_seconds` buckets, so upstream latency lines up with
@@ -24,6 +30,10 @@ pub(super) struct Families {
     last_reload: Gauge,
     requests: IntCounterVec,
     abandoned: IntCounter,
+    // The members every request reports to, resolved on first use (so a series appears only
+    // once it has counted something) and then without a label lookup or a formatted label.
+    upstream_members: [OnceLock<(IntCounter, Histogram)>; UPSTREAM_CODE_CLASSES],
+    request_members: Box<[OnceLock<IntCounter>]>,
 }
 
 fn counter(
@@ -82,6 +92,8 @@ impl Families {
                     "Requests whose client went away before their response head (while being authenticated, queued or forwarded); with apf_proxy_requests_total, every request received",
                 )?,
             )?,
+            upstream_members: Default::default(),
+            request_members: (0..STATUS_CODE_LABELS).map(|_| OnceLock::new()).collect(),
         })
     }
 }
@@ -99,12 +111,16 @@ fn result_label(success: bool) -> &'static str {
 impl Metrics {
     /// An upstream exchange ended after `latency` (to the response headers, or to the failure).
     pub fn observe_upstream(&self, outcome: UpstreamOutcome, latency: Duration) {
-        let code = &[outcome.code_class()];
-        self.proxy.upstream_requests.with_label_values(code).inc();
-        self.proxy
-            .upstream_duration
-            .with_label_values(code)
-            .observe(latency.as_secs_f64());
+        let p = &self.proxy;
+        let (count, duration) = p.upstream_members[outcome.code_class_index()].get_or_init(|| {
+            let code = &[outcome.code_class()];
+            (
+                p.upstream_requests.with_label_values(code),
+                p.upstream_duration.with_label_values(code),
+            )
+        });
+        count.inc();
+        duration.observe(latency.as_secs_f64());
     }
 
     /// A configuration reload ended; a successful one also sets the last-reload timestamp to `at`.
@@ -138,10 +154,9 @@ impl Metrics {
 
     /// The proxy answered a client with `code` (proxied from upstream or its own).
     pub fn inc_requests(&self, code: u16) {
-        let code = status_code_label(code);
-        self.proxy
-            .requests
-            .with_label_values(&[code.as_str()])
+        let p = &self.proxy;
+        p.request_members[status_code_index(code)]
+            .get_or_init(|| p.requests.with_label_values(&[&status_code_label(code)]))
             .inc();
     }
 }

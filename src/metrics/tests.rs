@@ -455,3 +455,28 @@ fn server_stats_are_read_at_scrape_time() {
         assert!(text.contains(&line), "missing {line} in\n{text}");
     }
 }
+
+#[test]
+fn label_indexes_are_dense_and_agree_with_the_labels() {
+    use labels::{status_code_index, status_code_label, STATUS_CODE_LABELS, UPSTREAM_CODE_CLASSES};
+    // One slot per label value: every slot used, and codes sharing a slot share the label.
+    let mut codes: Vec<Option<String>> = vec![None; STATUS_CODE_LABELS];
+    let mut classes: Vec<Option<&str>> = vec![None; UPSTREAM_CODE_CLASSES];
+    let outcomes = (0..=1000)
+        .map(UpstreamOutcome::Status)
+        .chain([UpstreamOutcome::Error, UpstreamOutcome::Timeout]);
+    for code in 0..=1000u16 {
+        let slot = &mut codes[status_code_index(code)];
+        let label = status_code_label(code);
+        assert_eq!(slot.get_or_insert_with(|| label.clone()), &label, "{code}");
+    }
+    for outcome in outcomes {
+        let slot = &mut classes[outcome.code_class_index()];
+        assert_eq!(
+            *slot.get_or_insert(outcome.code_class()),
+            outcome.code_class()
+        );
+    }
+    assert!(codes.iter().all(Option::is_some));
+    assert!(classes.iter().all(Option::is_some));
+}

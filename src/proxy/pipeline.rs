@@ -17,7 +17,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::HeaderValue;
+use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
@@ -37,9 +37,11 @@ use crate::request_info::{self, RequestInfo, RequestInfoError};
 use crate::server::ConnectionInfo;
 
 /// `X-Kubernetes-PF-FlowSchema-UID`: the matched FlowSchema's UID.
-pub const FLOW_SCHEMA_UID_HEADER: &str = "x-kubernetes-pf-flowschema-uid";
+pub static FLOW_SCHEMA_UID_HEADER: HeaderName =
+    HeaderName::from_static("x-kubernetes-pf-flowschema-uid");
 /// `X-Kubernetes-PF-PriorityLevel-UID`: its priority level's UID.
-pub const PRIORITY_LEVEL_UID_HEADER: &str = "x-kubernetes-pf-prioritylevel-uid";
+pub static PRIORITY_LEVEL_UID_HEADER: HeaderName =
+    HeaderName::from_static("x-kubernetes-pf-prioritylevel-uid");
 
 /// kube-apiserver's default `--max-request-bytes` (3 MiB).
 pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 3 * 1024 * 1024;
@@ -365,12 +367,13 @@ fn attributes<B>(request: &Request<B>) -> Result<RequestInfo, ProxyError> {
 /// sends them (the objects' UIDs; derived from the name where the files set none).
 fn set_pf_headers(headers: &mut HeaderMap, class: &Classification) {
     for (name, uid) in [
-        (FLOW_SCHEMA_UID_HEADER, &class.flow_schema.uid),
-        (PRIORITY_LEVEL_UID_HEADER, &class.priority_level.uid),
+        (&FLOW_SCHEMA_UID_HEADER, &class.flow_schema.uid),
+        (&PRIORITY_LEVEL_UID_HEADER, &class.priority_level.uid),
     ] {
-        // Validation keeps UIDs to header-safe text; a value that is not is left out.
+        // Validation keeps UIDs to header-safe text; a value that is not is left out. The
+        // name is a static one: inserting it by `&str` would parse it on every response.
         if let Ok(value) = HeaderValue::from_str(uid) {
-            headers.insert(name, value);
+            headers.insert(name.clone(), value);
         }
     }
 }

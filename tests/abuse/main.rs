@@ -96,7 +96,7 @@ spec:
 pub fn flow_schema<B>(response: &Response<B>) -> String {
     response
         .headers()
-        .get(FLOW_SCHEMA_UID_HEADER)
+        .get(&FLOW_SCHEMA_UID_HEADER)
         .map(|v| v.to_str().expect("ascii").to_string())
         .unwrap_or_default()
 }

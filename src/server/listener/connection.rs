@@ -2,6 +2,7 @@
 //! shutdown.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -264,19 +265,36 @@ struct ConnectionService {
 impl hyper::service::Service<Request<Incoming>> for ConnectionService {
     type Response = Response<TrackedBody>;
     type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
+    type Future = TrackedResponse;
 
     fn call(&self, mut request: Request<Incoming>) -> Self::Future {
         request.extensions_mut().insert(self.info.clone());
         let guard = InFlight::enter(Arc::clone(&self.activity));
-        let response = self.handler.handle(request);
-        Box::pin(async move {
-            let response = response.await;
-            Ok(response.map(|inner| TrackedBody {
-                inner,
-                _guard: guard,
-            }))
-        })
+        TrackedResponse {
+            response: self.handler.handle(request),
+            guard: Some(guard),
+        }
+    }
+}
+
+/// The handler's response, whose body then keeps the request counted as in flight. A named
+/// future rather than an `async` block: the handler's future is already boxed, and boxing a
+/// wrapper around it again would cost an allocation per request.
+struct TrackedResponse {
+    response: BoxFuture<'static, Response<ProxyBody>>,
+    guard: Option<InFlight>,
+}
+
+impl Future for TrackedResponse {
+    type Output = Result<Response<TrackedBody>, Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let response = std::task::ready!(self.response.as_mut().poll(cx));
+        let guard = self.guard.take();
+        Poll::Ready(Ok(response.map(|inner| TrackedBody {
+            inner,
+            _guard: guard,
+        })))
     }
 }
 
@@ -299,7 +317,7 @@ impl Drop for InFlight {
 /// A response body that keeps its request counted as in flight.
 struct TrackedBody {
     inner: ProxyBody,
-    _guard: InFlight,
+    _guard: Option<InFlight>,
 }
 
 impl Body for TrackedBody {
