@@ -23,6 +23,7 @@ mod url;
 mod tests;
 
 use serde::Serialize;
+use smallvec::SmallVec;
 
 use self::url::ListQuery;
 
@@ -170,8 +171,9 @@ fn non_resource(method: &str, api_prefix: &str) -> RequestInfo {
 /// Steps 2–6 of [`parse`] over the decoded `path`; the result's `path` is left empty.
 fn resolve(method: &str, path: &str, raw_query: &str) -> Result<RequestInfo, NoKindAndNamespace> {
     let trimmed = path.trim_matches('/');
-    let segments: Vec<&str> = if trimmed.is_empty() {
-        Vec::new()
+    // On the stack for all but the deepest paths.
+    let segments: SmallVec<[&str; 16]> = if trimmed.is_empty() {
+        SmallVec::new()
     } else {
         trimmed.split('/').collect()
     };

@@ -143,6 +143,11 @@ enum Mode {
 /// Mirrors Go's `unescape`: every `%` must start a two-digit hex escape, else the error names the
 /// offending text (at most three bytes, as `url.EscapeError` does).
 fn unescape(s: &[u8], mode: Mode) -> Result<Cow<'_, [u8]>, String> {
+    // Most targets have nothing to decode: say so without walking them byte by byte.
+    let decodes = s.contains(&b'%') || (mode == Mode::QueryComponent && s.contains(&b'+'));
+    if !decodes {
+        return Ok(Cow::Borrowed(s));
+    }
     let mut needs_decoding = false;
     let mut i = 0;
     while i < s.len() {
@@ -229,7 +234,11 @@ fn hex_value(digit: u8) -> u8 {
 /// classification is unaffected; only the echoed `path` shows the replacement.
 fn into_string(bytes: Cow<'_, [u8]>) -> String {
     match bytes {
-        Cow::Borrowed(b) => String::from_utf8_lossy(b).into_owned(),
+        // Borrowed bytes are mostly a slice of the `&str` target, valid as they are.
+        Cow::Borrowed(b) => match std::str::from_utf8(b) {
+            Ok(text) => text.to_owned(),
+            Err(_) => String::from_utf8_lossy(b).into_owned(),
+        },
         Cow::Owned(v) => String::from_utf8(v)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
     }
