@@ -8,6 +8,7 @@
 //! current response; h2: GOAWAY) and closes what is left when the grace period ends.
 
 mod connection;
+mod gated;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

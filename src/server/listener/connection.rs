@@ -21,6 +21,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
+use super::gated::Gated;
 use super::{ConnectionLimits, Negotiated, ServerStats};
 use crate::server::shutdown::ShutdownSignal;
 use crate::server::tls::TlsConfigCell;
@@ -95,8 +96,12 @@ pub(super) async fn serve(
     };
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
     tokio::pin!(conn);
-    let idle = idle(activity, ctx.limits.idle_timeout);
+    // The task wakes for every read and write of the connection; these two are polled only when
+    // their own wake-ups fired.
+    let idle = Gated::new(idle(activity, ctx.limits.idle_timeout));
     tokio::pin!(idle);
+    let shutdown = Gated::new(shutdown.triggered());
+    tokio::pin!(shutdown);
     let mut closing = false;
     loop {
         tokio::select! {
@@ -106,7 +111,7 @@ pub(super) async fn serve(
                 }
                 return;
             }
-            () = shutdown.triggered(), if !closing => {
+            () = &mut shutdown, if !closing => {
                 closing = true;
                 conn.as_mut().graceful_shutdown();
             }
