@@ -10,7 +10,7 @@ use rustls_pki_types::{CertificateDer, UnixTime};
 
 use super::config::{AuthConfigError, RequestHeaderConfig};
 use super::error::{CertError, RequestHeaderError};
-use super::x509::{CaBundle, Subject};
+use super::x509::{CaBundle, VerifiedLeaf};
 use super::Identity;
 
 /// The headers the apiserver's authentication filter always clears (`standardRequestHeaderConfig`).
@@ -83,20 +83,20 @@ impl RequestHeaderAuthenticator {
         let Some(chain) = chain.filter(|c| !c.is_empty()) else {
             return Ok(None);
         };
-        self.ca.verify(chain, now)?;
-        self.verify_subject(&chain[0])?;
+        let leaf = self.ca.verify(chain, now)?;
+        self.verify_subject(&leaf)?;
         self.read_identity(headers)
     }
 
-    fn verify_subject(&self, leaf: &CertificateDer<'_>) -> Result<(), CertError> {
+    fn verify_subject(&self, leaf: &VerifiedLeaf) -> Result<(), CertError> {
         if self.allowed_names.is_empty() {
             return Ok(());
         }
-        let cn = Subject::parse(leaf)?.common_name;
-        if self.allowed_names.contains(&cn) {
+        let cn = &leaf.subject.as_ref().map_err(Clone::clone)?.common_name;
+        if self.allowed_names.contains(cn) {
             Ok(())
         } else {
-            Err(CertError::NotAllowed(cn))
+            Err(CertError::NotAllowed(cn.clone()))
         }
     }
 

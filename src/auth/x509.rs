@@ -28,6 +28,7 @@ pub(crate) const CREDENTIAL_ID_KEY: &str = "authentication.kubernetes.io/credent
 mod verified;
 
 use verified::VerifiedChains;
+pub(crate) use verified::VerifiedLeaf;
 
 /// A CA bundle read from a file, and the verifier built over it; [`CaBundle::reload`] reads the
 /// file again and swaps in the new set atomically (mirrors `DynamicFileCAContent`: an unusable
@@ -100,28 +101,35 @@ impl CaBundle {
         self.current().certs.clone()
     }
 
-    /// Verifies `chain` (leaf first, then intermediates) against this bundle at `now`; a chain
-    /// that verified in the last minute (and has not expired since) is not verified again.
+    /// Verifies `chain` (leaf first, then intermediates) against this bundle at `now` and reads
+    /// its leaf; a chain that verified in the last minute (and has not expired since) is neither
+    /// verified nor read again.
     pub(crate) fn verify(
         &self,
         chain: &[CertificateDer<'_>],
         now: UnixTime,
-    ) -> Result<(), CertError> {
+    ) -> Result<Arc<VerifiedLeaf>, CertError> {
         let Some((leaf, intermediates)) = chain.split_first() else {
             return Err(CertError::Parse("empty certificate chain".to_string()));
         };
         let set = self.current();
-        if set.verified.contains(chain, now) {
-            return Ok(());
+        if let Some(known) = set.verified.get(chain, now) {
+            return known;
         }
-        set.verifier
-            .verify_client_cert(leaf, intermediates, now)
-            .map_err(|e| CertError::Verify {
+        if let Err(e) = set.verifier.verify_client_cert(leaf, intermediates, now) {
+            let error = CertError::Verify {
                 id: certificate_identifier(leaf),
                 reason: e.to_string(),
-            })?;
-        set.verified.insert(chain, now);
-        Ok(())
+            };
+            if e == rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer) {
+                set.verified
+                    .insert_unknown_issuer(chain, now, error.clone());
+            }
+            return Err(error);
+        }
+        let read = Arc::new(VerifiedLeaf::read(leaf));
+        set.verified.insert_verified(chain, now, Arc::clone(&read));
+        Ok(read)
     }
 }
 
@@ -261,23 +269,21 @@ impl ClientCertAuthenticator {
         let Some(chain) = chain.filter(|c| !c.is_empty()) else {
             return Ok(None);
         };
-        self.ca.verify(chain, now)?;
-        let leaf = &chain[0];
-        let subject = Subject::parse(leaf)?;
+        let leaf = self.ca.verify(chain, now)?;
+        let subject = leaf.subject.as_ref().map_err(Clone::clone)?;
         if subject.common_name.is_empty() {
             return Ok(None);
         }
         let uid = subject.uid()?;
-        let fingerprint = hex(&Sha256::digest(leaf.as_ref()));
         let mut identity = Identity {
-            user: subject.common_name,
+            user: subject.common_name.clone(),
             uid,
-            groups: subject.organizations,
+            groups: subject.organizations.clone(),
             ..Identity::default()
         };
         identity.extra.insert(
             CREDENTIAL_ID_KEY.to_string(),
-            vec![format!("X509SHA256={fingerprint}")],
+            vec![format!("X509SHA256={}", leaf.fingerprint)],
         );
         Ok(Some(identity))
     }

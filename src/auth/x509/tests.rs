@@ -168,18 +168,40 @@ fn a_verified_chain_is_remembered_for_a_minute_at_most() {
     let t0 = UnixTime::now();
     let at = |secs: u64| UnixTime::since_unix_epoch(Duration::from_secs(t0.as_secs() + secs));
     bundle.verify(&chain, t0).expect("verifies");
-    assert!(bundle.current().verified.contains(&chain, at(59)));
+    assert!(bundle.current().verified.get(&chain, at(59)).is_some());
     assert!(
-        !bundle.current().verified.contains(&chain, at(60)),
+        bundle.current().verified.get(&chain, at(60)).is_none(),
         "re-verified after the TTL"
     );
     bundle.verify(&chain, at(60)).expect("still valid");
-    assert!(bundle.verify(&other.client(spec("m")), t0).is_err());
-    assert_eq!(
-        bundle.current().verified.len(),
-        1,
-        "failures are not remembered"
-    );
+    assert_eq!(bundle.current().verified.len(), 1);
+    // A chain from another CA stays unknown: remembered for the same minute, with its error.
+    let stranger = other.client(spec("m"));
+    let error = bundle.verify(&stranger, t0).expect_err("unknown issuer");
+    assert_eq!(bundle.current().verified.len(), 2);
+    assert!(matches!(
+        bundle.current().verified.get(&stranger, at(59)),
+        Some(Err(remembered)) if remembered == error
+    ));
+    assert!(bundle.current().verified.get(&stranger, at(60)).is_none());
+}
+
+#[test]
+fn failures_that_time_or_usage_explain_are_not_remembered() {
+    let ca = TestCa::new("client-ca");
+    let bundle = bundle(&ca);
+    let expired = ca.client(ClientSpec {
+        expired: true,
+        ..spec("old")
+    });
+    let server_only = ca.client(ClientSpec {
+        server_auth_only: true,
+        ..spec("server")
+    });
+    for chain in [expired, server_only] {
+        assert!(bundle.verify(&chain, UnixTime::now()).is_err());
+    }
+    assert_eq!(bundle.current().verified.len(), 0);
 }
 
 #[test]
@@ -197,8 +219,13 @@ fn a_remembered_chain_is_not_trusted_past_its_not_after() {
     assert!(bundle
         .current()
         .verified
-        .contains(&chain, at(not_after - 1)));
-    assert!(!bundle.current().verified.contains(&chain, at(not_after)));
+        .get(&chain, at(not_after - 1))
+        .is_some());
+    assert!(bundle
+        .current()
+        .verified
+        .get(&chain, at(not_after))
+        .is_none());
 }
 
 #[test]
@@ -231,4 +258,41 @@ fn a_reloaded_bundle_trusts_the_new_ca_and_a_bad_file_keeps_the_last_good_one() 
     std::fs::remove_file(&path).expect("remove");
     assert!(bundle.reload().is_err());
     assert!(bundle.verify(&new_cert, now).is_ok());
+}
+
+#[test]
+fn a_remembered_chain_answers_as_a_fresh_verification_does() {
+    let ca = TestCa::new("client-ca");
+    let chain = ca.client(ClientSpec {
+        cn: Some("alice"),
+        orgs: &["dev"],
+        uid: Some("uid-1"),
+        ..ClientSpec::default()
+    });
+    let auth = ClientCertAuthenticator::new(bundle(&ca));
+    let now = UnixTime::now();
+    let first = auth.authenticate(Some(&chain), now).expect("verifies");
+    assert_eq!(auth.ca().current().verified.len(), 1);
+    let again = auth.authenticate(Some(&chain), now).expect("remembered");
+    assert_eq!(first, again);
+}
+
+#[test]
+fn a_chain_differing_from_a_remembered_one_outside_the_sampled_bytes_is_verified_afresh() {
+    // The lookup hashes each certificate's length and last bytes; a chain equal there but not
+    // elsewhere lands on the remembered entry's bucket and must not be taken for it.
+    let ca = TestCa::new("client-ca");
+    let bundle = bundle(&ca);
+    let chain = ca.client(spec("alice"));
+    let now = UnixTime::now();
+    bundle.verify(&chain, now).expect("verifies");
+    let mut forged = chain[0].as_ref().to_vec();
+    let middle = forged.len() / 2;
+    forged[middle] ^= 0x01;
+    let forged = vec![CertificateDer::from(forged)];
+    assert!(
+        bundle.verify(&forged, now).is_err(),
+        "a tampered chain fails"
+    );
+    assert_eq!(bundle.current().verified.len(), 1);
 }
