@@ -12,13 +12,6 @@ use support::fake_apiserver::FakeApiserver;
 use support::pki::TestCa;
 use support::{alice, plain_forwarder, TestProxy, REQUEST_TIMEOUT};
 
-fn kubectl_installed() -> bool {
-    std::process::Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 /// A TLS front (kubectl sends bearer tokens over TLS only) and the CA file that verifies it.
 struct Front {
     fake: FakeApiserver,
@@ -52,7 +45,7 @@ async fn kubectl(server: String, ca_file: PathBuf, args: &[&str]) -> Output {
 }
 
 async fn setup() -> Option<Front> {
-    if !kubectl_installed() {
+    if !support::tools::installed("kubectl", &["version", "--client"]) {
         eprintln!("kubectl is not installed; skipping");
         return None;
     }

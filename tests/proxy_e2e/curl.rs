@@ -2,43 +2,24 @@
 //! a large upload, which curl sends with `Expect: 100-continue`.
 
 use std::process::Output;
-use std::time::Duration;
 
 use crate::support::app::{AppBuilder, TestApp};
 use crate::support::fake_apiserver::FakeApiserver;
-
-fn curl_installed() -> bool {
-    std::process::Command::new("curl")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+use crate::support::tools;
 
 async fn curl(app: &TestApp, args: Vec<String>) -> Output {
-    let ca = app.path("proxy-ca.crt");
-    std::fs::write(&ca, app.serving_cert_pem()).expect("write ca");
     let mut command = std::process::Command::new("curl");
     command
         .arg("--silent")
         .arg("--show-error")
         .args(["--max-time", "10", "--cacert"])
-        .arg(ca)
+        .arg(app.serving_ca_file())
         .args(args);
-    let run = tokio::task::spawn_blocking(move || command.output().expect("curl runs"));
-    let out = tokio::time::timeout(Duration::from_secs(20), run)
-        .await
-        .expect("curl finishes")
-        .expect("join");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    tools::run_ok(command, "curl").await
 }
 
 async fn setup() -> Option<(FakeApiserver, TestApp)> {
-    if !curl_installed() {
+    if !tools::installed("curl", &["--version"]) {
         eprintln!("curl is not installed; skipping");
         return None;
     }

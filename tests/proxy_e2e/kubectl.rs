@@ -4,22 +4,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::time::Duration;
 
 use crate::support::app::{AppBuilder, TestApp, STATIC_TOKEN};
 use crate::support::fake_apiserver::FakeApiserver;
-
-fn kubectl_installed() -> bool {
-    std::process::Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+use crate::support::tools;
 
 /// A kubeconfig for the app with `user` as its user entry (YAML fields).
 fn kubeconfig(app: &TestApp, name: &str, user: &str) -> PathBuf {
-    let ca = app.path("proxy-ca.crt");
-    std::fs::write(&ca, app.serving_cert_pem()).expect("write ca");
+    let ca = app.serving_ca_file();
     let text = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: {name}\n  user:\n{user}contexts:\n- name: ctx\n  context: {{cluster: proxy, user: {name}, namespace: ns}}\ncurrent-context: ctx\n",
         server = app.url(),
@@ -37,21 +29,11 @@ async fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
         .env("HOME", kubeconfig.parent().expect("dir"))
         .arg("--request-timeout=10s")
         .args(args);
-    let run = tokio::task::spawn_blocking(move || command.output().expect("kubectl runs"));
-    let out = tokio::time::timeout(Duration::from_secs(20), run)
-        .await
-        .expect("kubectl finishes")
-        .expect("join");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    tools::run_ok(command, &format!("kubectl {args:?}")).await
 }
 
 async fn setup() -> Option<(FakeApiserver, TestApp)> {
-    if !kubectl_installed() {
+    if !tools::installed("kubectl", &["version", "--client"]) {
         eprintln!("kubectl is not installed; skipping");
         return None;
     }

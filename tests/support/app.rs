@@ -311,6 +311,13 @@ impl TestApp {
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
+
+    /// Writes the proxy's serving certificate as a CA file for real clients; returns its path.
+    pub fn serving_ca_file(&self) -> PathBuf {
+        let ca = self.path("proxy-ca.crt");
+        std::fs::write(&ca, self.serving_cert_pem()).expect("write ca");
+        ca
+    }
 }
 
 /// An HTTPS client of the proxy: one connection per [`TestClient::connect`].

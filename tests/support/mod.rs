@@ -9,6 +9,7 @@ pub mod app;
 pub mod fake_apiserver;
 pub mod pki;
 pub mod tls_world;
+pub mod tools;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
