@@ -147,56 +147,33 @@ fn required_member(path: &FieldPath, member: &str, kind: &str) -> FieldError {
 }
 
 fn validate_subject(s: &RawSubject, path: &FieldPath) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    let user = s.user.is_some();
-    let group = s.group.is_some();
-    let sa = s.service_account.is_some();
-    match s.kind.as_str() {
-        "ServiceAccount" => {
-            errs.extend(validate_service_account(
-                s.service_account.as_ref(),
-                &path.child("serviceAccount"),
-            ));
-            if user {
-                errs.push(forbidden_member(path, "user", "User"));
-            }
-            if group {
-                errs.push(forbidden_member(path, "group", "Group"));
-            }
-        }
-        "User" => {
-            errs.extend(validate_named(
-                s.user.as_deref(),
-                &path.child("user"),
-                "user",
-                "User",
-            ));
-            if sa {
-                errs.push(forbidden_member(path, "serviceAccount", "ServiceAccount"));
-            }
-            if group {
-                errs.push(forbidden_member(path, "group", "Group"));
-            }
-        }
-        "Group" => {
-            errs.extend(validate_named(
-                s.group.as_deref(),
-                &path.child("group"),
-                "group",
-                "Group",
-            ));
-            if sa {
-                errs.push(forbidden_member(path, "serviceAccount", "ServiceAccount"));
-            }
-            if user {
-                errs.push(forbidden_member(path, "user", "User"));
-            }
-        }
-        other => errs.push(FieldError::not_supported(
+    // (member, kind, present), in the order Go reports the members that must not be set.
+    let members = [
+        (
+            "serviceAccount",
+            "ServiceAccount",
+            s.service_account.is_some(),
+        ),
+        ("user", "User", s.user.is_some()),
+        ("group", "Group", s.group.is_some()),
+    ];
+    let Some(own) = members.iter().position(|(_, kind, _)| *kind == s.kind) else {
+        return vec![FieldError::not_supported(
             &path.child("kind"),
-            BadValue::Str(other.to_string()),
+            BadValue::Str(s.kind.clone()),
             SUPPORTED_SUBJECT_KINDS,
-        )),
+        )];
+    };
+    let (member, kind, _) = members[own];
+    let mut errs = match own {
+        0 => validate_service_account(s.service_account.as_ref(), &path.child(member)),
+        1 => validate_named(s.user.as_deref(), &path.child(member), member, kind),
+        _ => validate_named(s.group.as_deref(), &path.child(member), member, kind),
+    };
+    for (i, (member, kind, present)) in members.into_iter().enumerate() {
+        if i != own && present {
+            errs.push(forbidden_member(path, member, kind));
+        }
     }
     errs
 }
