@@ -26,7 +26,8 @@ use tokio::time::Instant;
 use self::metering::Execution;
 use super::{effective_timeout, error_response, ForwardRequest, Forwarder, ProxyBody, ProxyError};
 use crate::auth::{AuthMethod, Authenticator, Identity};
-use crate::classify::{classify, Classification};
+use crate::classify::classify;
+use crate::config::{FlowSchemaRef, PriorityLevelRef};
 use crate::fairqueue::admission::{wait_limit, AdmitRequest, Seat};
 use crate::fairqueue::controller::FlowControl;
 use crate::fairqueue::queueset::FlowMeta;
@@ -117,7 +118,8 @@ struct RequestContext {
     auth_method: Option<AuthMethod>,
     user: String,
     info: Option<Arc<RequestInfo>>,
-    classification: Option<Classification>,
+    /// The matched FlowSchema and its level (for the PF headers and the access log).
+    classification: Option<(FlowSchemaRef, PriorityLevelRef)>,
     estimate: Option<WorkEstimate>,
     waited: Duration,
 }
@@ -187,8 +189,8 @@ impl Proxy {
             Ok(response) => response,
             Err(error) => error_response(&error),
         };
-        if let Some(class) = &ctx.classification {
-            set_pf_headers(response.headers_mut(), class);
+        if let Some((flow_schema, priority_level)) = &ctx.classification {
+            set_pf_headers(response.headers_mut(), flow_schema, priority_level);
         }
         ctx.finish(response.status());
         self.metrics.inc_requests(response.status().as_u16());
@@ -229,7 +231,10 @@ impl Proxy {
         check_body_size(&info, request.headers(), self.max_request_bytes)?;
         let snapshot = self.flow_control.snapshot();
         let class = classify(snapshot.config(), &identity, &info);
-        ctx.classification = Some(class.clone());
+        ctx.classification = Some((
+            Arc::clone(&class.flow_schema),
+            Arc::clone(&class.priority_level),
+        ));
         let level =
             snapshot
                 .level(&class.priority_level.name)
@@ -252,7 +257,7 @@ impl Proxy {
             hash: class.flow_hash,
             flow: FlowMeta {
                 flow_schema: Arc::from(class.flow_schema.name.as_str()),
-                flow_distinguisher: class.flow_distinguisher.clone(),
+                flow_distinguisher: class.flow_distinguisher,
                 details: Some(metering::request_details(&identity, &info)),
                 mutating: crate::metrics::RequestKind::of_verb(&info.verb)
                     == crate::metrics::RequestKind::Mutating,
@@ -310,7 +315,9 @@ impl Proxy {
         match result {
             Ok(authenticated) => {
                 ctx.auth_method = Some(authenticated.method);
-                ctx.user.clone_from(&authenticated.identity.user);
+                if access_log_enabled() {
+                    ctx.user.clone_from(&authenticated.identity.user);
+                }
                 Ok(authenticated.identity)
             }
             Err(error) => {
@@ -363,12 +370,22 @@ fn attributes<B>(request: &Request<B>) -> Result<RequestInfo, ProxyError> {
     })
 }
 
+/// Whether the per-request access log is on (`-v=1` and above); what only it reads is not kept
+/// otherwise.
+fn access_log_enabled() -> bool {
+    tracing::enabled!(target: "kube_apf_proxy::access", tracing::Level::DEBUG)
+}
+
 /// Sets `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID`, as the apiserver
 /// sends them (the objects' UIDs; derived from the name where the files set none).
-fn set_pf_headers(headers: &mut HeaderMap, class: &Classification) {
+fn set_pf_headers(
+    headers: &mut HeaderMap,
+    flow_schema: &FlowSchemaRef,
+    priority_level: &PriorityLevelRef,
+) {
     for (name, uid) in [
-        (&FLOW_SCHEMA_UID_HEADER, &class.flow_schema.uid),
-        (&PRIORITY_LEVEL_UID_HEADER, &class.priority_level.uid),
+        (&FLOW_SCHEMA_UID_HEADER, &flow_schema.uid),
+        (&PRIORITY_LEVEL_UID_HEADER, &priority_level.uid),
     ] {
         // Validation keeps UIDs to header-safe text; a value that is not is left out. The
         // name is a static one: inserting it by `&str` would parse it on every response.
@@ -402,7 +419,7 @@ impl RequestContext {
     /// per-request log lines (`httplog`, at `-v=3`): at the default level the proxy writes nothing
     /// per request. Never a token: only the user name and attributes.
     fn finish(&self, status: http::StatusCode) {
-        if !tracing::enabled!(target: "kube_apf_proxy::access", tracing::Level::DEBUG) {
+        if !access_log_enabled() {
             return;
         }
         let info = self.info.as_ref();
@@ -416,8 +433,8 @@ impl RequestContext {
             path = info.map_or("", |i| i.path.as_str()),
             resource = info.map_or("", |i| i.resource.as_str()),
             namespace = info.map_or("", |i| i.namespace.as_str()),
-            flow_schema = class.map_or("", |c| c.flow_schema.name.as_str()),
-            priority_level = class.map_or("", |c| c.priority_level.name.as_str()),
+            flow_schema = class.map_or("", |(fs, _)| fs.name.as_str()),
+            priority_level = class.map_or("", |(_, pl)| pl.name.as_str()),
             seats = self.estimate.map_or(0, |e| e.max_seats()),
             queue_wait_ms = self.waited.as_secs_f64() * 1e3,
             status = status.as_u16(),
