@@ -296,3 +296,22 @@ fn a_chain_differing_from_a_remembered_one_outside_the_sampled_bytes_is_verified
     );
     assert_eq!(bundle.current().verified.len(), 1);
 }
+
+#[test]
+fn chains_padded_past_the_size_limit_are_not_kept() {
+    let ca = TestCa::new("client-ca");
+    let bundle = bundle(&ca);
+    let mut chain = ca.client(spec("alice"));
+    let leaf = Arc::new(VerifiedLeaf::read(&chain[0]));
+    // Certificates a client may append to its chain without needing them.
+    while chain.iter().map(|c| c.len()).sum::<usize>() <= 16 << 10 {
+        chain.push(ca.der());
+    }
+    let set = bundle.current();
+    set.verified
+        .insert_verified(&chain, UnixTime::now(), Arc::clone(&leaf));
+    assert_eq!(set.verified.len(), 0);
+    set.verified
+        .insert_verified(&chain[..1], UnixTime::now(), leaf);
+    assert_eq!(set.verified.len(), 1);
+}

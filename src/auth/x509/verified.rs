@@ -14,7 +14,9 @@
 //!
 //! Entries are found by a keyed hash of a sample of each certificate (its length and last
 //! bytes, part of its signature) rather than a digest of the whole chain: the full comparison
-//! makes a collision a miss, never a wrong answer, and the hash key is random per process.
+//! makes a collision a miss, never a wrong answer, and the hash key is random per process. Each
+//! entry keeps a copy of its chain for that comparison, so the cache is bounded in bytes as well as
+//! in entries, and a chain padded past [`MAX_CHAIN_BYTES`] is verified every time instead.
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -31,8 +33,14 @@ use super::{hex, CertError, Subject};
 /// How long a verified chain is remembered at most, in seconds.
 pub(crate) const VERIFIED_TTL: u64 = 60;
 
-/// Most chains remembered per CA bundle; when full, expired entries go, then all of them.
+/// Most chains remembered per CA bundle, and most bytes of them; when either is reached, expired
+/// entries go, then all of them.
 const CAPACITY: usize = 4096;
+const CAPACITY_BYTES: usize = 8 << 20;
+
+/// Chains longer than this (a client can append certificates it does not need) are verified
+/// every time rather than kept. Real chains are a few KiB.
+const MAX_CHAIN_BYTES: usize = 16 << 10;
 
 /// How many trailing bytes of each certificate the lookup hash reads.
 const SAMPLE_BYTES: usize = 32;
@@ -67,6 +75,7 @@ struct Entries {
     // Sample hash → the chains with that hash (almost always one).
     by_sample: HashMap<u64, Vec<Entry>>,
     len: usize,
+    bytes: usize,
 }
 
 struct Entry {
@@ -122,28 +131,36 @@ impl VerifiedChains {
     }
 
     fn insert(&self, chain: &[CertificateDer<'_>], now: u64, until: u64, outcome: Outcome) {
+        let size = chain_bytes(chain);
+        if size > MAX_CHAIN_BYTES {
+            return;
+        }
         let key = self.sample_hash(chain);
         let mut entries = self
             .entries
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if entries.len >= CAPACITY {
+        let full = |e: &Entries| e.len >= CAPACITY || e.bytes + size > CAPACITY_BYTES;
+        if full(&entries) {
             entries.retain_trusted(now);
-            if entries.len >= CAPACITY {
-                entries.by_sample.clear();
-                entries.len = 0;
+            if full(&entries) {
+                *entries = Entries::default();
             }
         }
+        let entries = &mut *entries;
         let bucket = entries.by_sample.entry(key).or_default();
-        let before = bucket.len();
-        bucket.retain(|e| e.chain.as_slice() != chain);
+        if let Some(stale) = bucket.iter().position(|e| e.chain.as_slice() == chain) {
+            bucket.swap_remove(stale);
+            entries.len -= 1;
+            entries.bytes -= size;
+        }
         bucket.push(Entry {
             chain: chain.iter().map(|c| c.clone().into_owned()).collect(),
             until,
             outcome,
         });
-        let after = bucket.len();
-        entries.len = entries.len + after - before;
+        entries.len += 1;
+        entries.bytes += size;
     }
 
     #[cfg(test)]
@@ -164,14 +181,20 @@ impl VerifiedChains {
 
 impl Entries {
     fn retain_trusted(&mut self, now: u64) {
-        let mut len = 0;
+        let (mut len, mut bytes) = (0, 0);
         self.by_sample.retain(|_, bucket| {
             bucket.retain(|e| now < e.until);
             len += bucket.len();
+            bytes += bucket.iter().map(|e| chain_bytes(&e.chain)).sum::<usize>();
             !bucket.is_empty()
         });
         self.len = len;
+        self.bytes = bytes;
     }
+}
+
+fn chain_bytes(chain: &[CertificateDer<'_>]) -> usize {
+    chain.iter().map(|c| c.as_ref().len()).sum()
 }
 
 // The earliest `notAfter` of the chain, in Unix seconds; `None` if a certificate is unreadable.
