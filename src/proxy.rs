@@ -7,7 +7,7 @@
 //!   ([`IdentityForwarding`]), header hygiene, streaming bodies, timeouts and upgrades.
 //! - [`ProxyError`] and [`error_response`]: every response the proxy writes itself is a Kubernetes
 //!   `Status` JSON body.
-//! - [`TokenReviewTransport`] over the upstream client, for the `auth` module's TokenReview.
+//! - [`TokenReviewTransport`](crate::auth::TokenReviewTransport) over the upstream client, for the `auth` module's TokenReview.
 
 mod client;
 mod error;

@@ -16,7 +16,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Asks the upstream's `/readyz` with the proxy's credentials every [`PROBE_INTERVAL`] until it
-/// answers (see [`probe`]), then sets `ready` and ends.
+/// answers (see `probe`), then sets `ready` and ends.
 pub async fn wait_for_upstream(upstream: UpstreamClient, ready: ReadyFlag) {
     let mut attempts: u64 = 0;
     loop {

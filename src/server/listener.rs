@@ -113,7 +113,7 @@ pub struct Negotiated {
 }
 
 impl Negotiated {
-    /// Every combination, in [`Negotiated::index`] order.
+    /// Every combination, in `Negotiated::index` order.
     pub const ALL: [Negotiated; 6] = {
         const fn n(protocol: &'static str, tls_version: &'static str) -> Negotiated {
             Negotiated {

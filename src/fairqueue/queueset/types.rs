@@ -103,10 +103,10 @@ impl RejectReason {
     }
 }
 
-/// The outcome of [`QueueSet::start_request`].
+/// The outcome of [`QueueSet::start_request`](super::QueueSet::start_request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Started {
-    /// Executing now: call [`QueueSet::finish`] exactly once.
+    /// Executing now: call [`QueueSet::finish`](super::QueueSet::finish) exactly once.
     Executing(RequestId),
     /// Waiting in a queue: an [`Event`] will say when it is dispatched or timed out.
     Queued(RequestId),
@@ -154,10 +154,11 @@ pub enum RequestState {
     Lingering,
 }
 
-/// What [`QueueSet::finish`] leaves to do.
+/// What [`QueueSet::finish`](super::QueueSet::finish) leaves to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Finished {
-    /// `Some(d)`: the final seats stay taken; call [`QueueSet::release_final_seats`] after `d`.
+    /// `Some(d)`: the final seats stay taken; call
+    /// [`QueueSet::release_final_seats`](super::QueueSet::release_final_seats) after `d`.
     pub linger: Option<Duration>,
 }
 
