@@ -247,6 +247,8 @@ fn server_config(
         .with_client_cert_verifier(verifier)
         .with_cert_resolver(cert.clone());
     config.alpn_protocols = ALPN_PROTOCOLS.iter().map(|p| p.to_vec()).collect();
+    // The suite is chosen by the server's order (see `enabled_suites`), as Go's server does.
+    config.ignore_client_order = true;
     Ok(config)
 }
 

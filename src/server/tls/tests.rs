@@ -13,7 +13,7 @@ fn suites(names: &[&str]) -> Vec<TlsCipherSuite> {
 }
 
 #[test]
-fn cipher_suite_lists_restrict_tls12_and_keep_tls13_as_go_does() {
+fn cipher_suite_lists_restrict_tls12_and_keep_tls13_in_gos_order() {
     let tls13 = [
         ring::TLS13_AES_128_GCM_SHA256,
         ring::TLS13_AES_256_GCM_SHA384,
@@ -30,9 +30,10 @@ fn cipher_suite_lists_restrict_tls12_and_keep_tls13_as_go_does() {
                 "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
                 "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
             ],
+            // The flag's order is ignored: AES-GCM ranks above ChaCha20, as in Go.
             vec![
-                ring::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
                 ring::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+                ring::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
             ],
         ),
         (vec!["TLS_AES_128_GCM_SHA256"], vec![]),
@@ -42,8 +43,96 @@ fn cipher_suite_lists_restrict_tls12_and_keep_tls13_as_go_does() {
         assert_eq!(enabled_suites(&suites(&names)), expected, "{names:?}");
     }
     let all = enabled_suites(&[]);
-    assert_eq!(all.len(), 9);
-    assert_eq!(&all[..3], &tls13);
+    assert_eq!(
+        all,
+        [
+            &tls13[..],
+            &[
+                ring::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+                ring::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+                ring::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+                ring::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+                ring::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+                ring::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+            ][..]
+        ]
+        .concat()
+    );
+}
+
+/// Hands `client`'s and `server`'s records to each other until neither has more to say.
+fn handshake(client: &mut rustls::ClientConnection, server: &mut rustls::ServerConnection) {
+    for _ in 0..10 {
+        let mut wire = Vec::new();
+        client.write_tls(&mut wire).expect("client writes");
+        server.read_tls(&mut wire.as_slice()).expect("server reads");
+        server.process_new_packets().expect("server accepts");
+        wire.clear();
+        server.write_tls(&mut wire).expect("server writes");
+        client.read_tls(&mut wire.as_slice()).expect("client reads");
+        client.process_new_packets().expect("client accepts");
+        if !client.is_handshaking() && !server.is_handshaking() {
+            return;
+        }
+    }
+    panic!("the handshake did not complete");
+}
+
+#[test]
+fn the_server_picks_the_suite_by_its_own_order_as_go_does() {
+    let settings = TlsSettings {
+        cert_file: None,
+        key_file: None,
+        min_version: TlsMinVersion::Tls12,
+        cipher_suites: Vec::new(),
+        client_ca_roots: Vec::new(),
+    };
+    let tls = build_server_tls(&settings).expect("TLS");
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(tls.self_signed_cert.clone().expect("self-signed"))
+        .expect("root");
+    // Clients that list AES-256-GCM (or ChaCha20) first, as OpenSSL's defaults do, get
+    // AES-128-GCM on both versions.
+    for (version, offered, expected) in [
+        (
+            &rustls::version::TLS13,
+            vec![
+                ring::TLS13_AES_256_GCM_SHA384,
+                ring::TLS13_CHACHA20_POLY1305_SHA256,
+                ring::TLS13_AES_128_GCM_SHA256,
+            ],
+            ring::TLS13_AES_128_GCM_SHA256,
+        ),
+        (
+            &rustls::version::TLS12,
+            vec![
+                ring::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+                ring::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+                ring::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+                ring::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+                ring::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+            ],
+            // The self-signed key's type decides between the ECDSA and RSA suites.
+            ring::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        ),
+    ] {
+        let provider = rustls::crypto::CryptoProvider {
+            cipher_suites: offered,
+            ..rustls::crypto::ring::default_provider()
+        };
+        let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(provider))
+            .with_protocol_versions(&[version])
+            .expect("versions")
+            .with_root_certificates(roots.clone())
+            .with_no_client_auth();
+        let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+        let mut client =
+            rustls::ClientConnection::new(std::sync::Arc::new(config), name).expect("client");
+        let mut server = rustls::ServerConnection::new(tls.config.clone()).expect("server");
+        handshake(&mut client, &mut server);
+        assert_eq!(server.negotiated_cipher_suite(), Some(expected));
+    }
 }
 
 #[test]
