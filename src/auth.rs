@@ -44,7 +44,7 @@ mod x509;
 #[cfg(test)]
 mod fake_transport;
 #[cfg(test)]
-mod test_pki;
+pub(crate) mod test_pki;
 #[cfg(test)]
 mod tests;
 

@@ -44,8 +44,9 @@ pub use crate::proxy::{full_body, BoxError, ProxyBody};
 pub struct ConnectionInfo {
     /// The client's address.
     pub remote_addr: SocketAddr,
-    /// The client's certificate chain, leaf first, verified at the handshake against the client
-    /// CAs; `None` when the client presented none.
+    /// The client's certificate chain, leaf first, as presented at the handshake: the client
+    /// proved it holds the leaf's key, but no CA has been checked (the authenticators verify the
+    /// chain per request). `None` when the client presented none.
     pub peer_certificates: Option<Arc<Vec<CertificateDer<'static>>>>,
 }
 
@@ -87,7 +88,7 @@ pub enum ServerError {
 pub struct ServeParts {
     /// Answers every request on the secure port.
     pub handler: Arc<dyn Handler>,
-    /// Roots for client certificates (the authenticator's `client_ca_roots()`); `None`: read
+    /// The client CAs the handshake names (the authenticator's `client_ca_roots()`); `None`: read
     /// `--client-ca-file` and `--requestheader-client-ca-file` here.
     pub client_ca_roots: Option<Vec<CertificateDer<'static>>>,
     /// Admin paths other than the health endpoints (`/metrics`, `/debug/...`).

@@ -116,7 +116,7 @@ impl Reloader {
     }
 
     /// Reads the client CA bundles again; each unusable one keeps its last good bundle. The
-    /// handshake's verifier follows whatever the authenticators then hold.
+    /// handshake's certificate request names whatever the authenticators then hold.
     pub fn reload_client_cas(&self) {
         if self.ca_files.is_empty() {
             return;

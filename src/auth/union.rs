@@ -282,8 +282,9 @@ impl Authenticator {
             .map(|id| authenticated(id, AuthMethod::TokenReview)))
     }
 
-    /// The union of the client CA and requestheader CA certificates, for the server's optional
-    /// client-certificate verifier. Empty when neither is configured.
+    /// The union of the client CA and requestheader CA certificates, which the server's TLS
+    /// certificate request names (it verifies nothing: [`authenticate`](Self::authenticate)
+    /// does). Empty when neither is configured.
     pub fn client_ca_roots(&self) -> Vec<CertificateDer<'static>> {
         let mut roots: Vec<CertificateDer<'static>> = Vec::new();
         for cert in self.ca_bundles().flat_map(CaBundle::certs) {
@@ -304,7 +305,7 @@ impl Authenticator {
     }
 
     /// Reads `--client-ca-file` and `--requestheader-client-ca-file` again. `Ok(true)` when
-    /// either changed (new authentications use it; the server's handshake verifier should take
+    /// either changed (new authentications use it; the server's certificate request should name
     /// [`client_ca_roots`](Self::client_ca_roots) again). A file that cannot be used is refused
     /// and its last good bundle stays; the other one is still reloaded.
     pub fn reload_client_cas(&self) -> Result<bool, AuthConfigError> {

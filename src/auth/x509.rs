@@ -3,6 +3,13 @@
 //! Mirrors `pkg/authentication/request/x509/x509.go`. Verification uses rustls'
 //! `WebPkiClientVerifier` (one per bundle), which, like the apiserver's `DefaultVerifyOptions`,
 //! requires the client-auth extended key usage when the certificate lists any.
+//!
+//! As in the apiserver, this is the only place a client chain is verified: the TLS handshake
+//! requests a certificate without checking who signed it (`tls.RequestClientCert`, see
+//! `server::tls`), so a chain from any CA reaches [`CaBundle::verify`]. One that does not verify
+//! is an error of the authenticator that asked (x509 or requestheader), which the union collects
+//! while it tries the others: a valid token on the same request still authenticates, and without
+//! one the request gets 401, never anonymous.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};

@@ -1,23 +1,22 @@
 //! The rustls server configuration: serving certificate (files or self-signed), minimum version,
-//! cipher suites, ALPN `h2` + `http/1.1`, and optional client-certificate verification.
+//! cipher suites, ALPN `h2` + `http/1.1`, and client certificates requested when a client CA is
+//! configured.
 //!
-//! Mirrors `pkg/server/secure_serving.go` (`tlsConfig`). Where we differ: kube-apiserver requests a
-//! client certificate without verifying it at the handshake (`tls.RequestClientCert`) and lets its
-//! x509 authenticator reject an untrusted one with 401. We verify the chain at the handshake
-//! against the union of the client CAs (`--client-ca-file`, `--requestheader-client-ca-file`) and
-//! abort an untrusted one there, so `ConnectionInfo::peer_certificates` only ever holds a chain
-//! that one of those CAs signed. A client without a certificate still connects and may
-//! authenticate by token or as anonymous.
+//! Mirrors `pkg/server/secure_serving.go` (`tlsConfig`). As there, a client certificate is
+//! requested but its chain is not verified at the handshake (`tls.RequestClientCert`, see
+//! `tls/client_auth.rs`): `ConnectionInfo::peer_certificates` holds any well-formed chain whose
+//! leaf key the client proved it holds, and the authenticators decide per request whether a CA
+//! they trust signed it. A client without a certificate still connects and may authenticate by
+//! token or as anonymous.
 
 mod certs;
 mod ciphers;
+mod client_auth;
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use rustls::crypto::CryptoProvider;
-use rustls::server::WebPkiClientVerifier;
-use rustls::RootCertStore;
 use rustls_pki_types::CertificateDer;
 
 pub use certs::{
@@ -25,6 +24,7 @@ pub use certs::{
     ReloadableCert, SelfSigned,
 };
 pub use ciphers::{enabled_suites, TlsCipherSuite, TlsFlagError, TlsMinVersion};
+use client_auth::client_verifier;
 
 use super::options::ServeOptions;
 
@@ -62,9 +62,6 @@ pub enum TlsError {
         /// The reason.
         source: rustls::Error,
     },
-    /// The client-certificate verifier could not be built.
-    #[error("client certificate verifier: {0}")]
-    Verifier(#[from] rustls::server::VerifierBuilderError),
     /// Generating the self-signed certificate failed.
     #[error("generating a self-signed certificate: {0}")]
     Generate(#[from] rcgen::Error),
@@ -87,7 +84,8 @@ pub struct TlsSettings {
     pub min_version: TlsMinVersion,
     /// TLS 1.2 cipher suites (empty: all).
     pub cipher_suites: Vec<TlsCipherSuite>,
-    /// Trust anchors for client certificates; empty: no certificate is requested.
+    /// The client CAs, whose subjects the certificate request names; empty: no certificate is
+    /// requested.
     pub client_ca_roots: Vec<CertificateDer<'static>>,
 }
 
@@ -173,8 +171,9 @@ impl ServerTls {
         Ok(true)
     }
 
-    /// Verifies client certificates of new handshakes against `roots` (the client CAs after a
-    /// reload); established connections keep what they verified. On error nothing changes.
+    /// Names `roots` (the client CAs after a reload) in the certificate request of new
+    /// handshakes; established connections keep the certificate they presented, which the
+    /// authenticators verify per request against the CAs in force. On error nothing changes.
     pub fn set_client_ca_roots(&self, roots: &[CertificateDer<'static>]) -> Result<(), TlsError> {
         let verifier = client_verifier(roots, &self.provider)?;
         let config = server_config(&self.provider, self.min_version, verifier, &self.cert)?;
@@ -252,30 +251,9 @@ fn server_config(
     Ok(config)
 }
 
-/// Optional client authentication: a certificate is verified when presented, never required.
-fn client_verifier(
-    roots: &[CertificateDer<'static>],
-    provider: &Arc<CryptoProvider>,
-) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
-    if roots.is_empty() {
-        return Ok(WebPkiClientVerifier::no_client_auth());
-    }
-    let mut store = RootCertStore::empty();
-    for (index, root) in roots.iter().enumerate() {
-        store
-            .add(root.clone())
-            .map_err(|source| TlsError::ClientCa { index, source })?;
-    }
-    Ok(
-        WebPkiClientVerifier::builder_with_provider(Arc::new(store), provider.clone())
-            .allow_unauthenticated()
-            .build()?,
-    )
-}
-
-/// The union of `--client-ca-file` and `--requestheader-client-ca-file`, the roots the handshake
-/// verifies client certificates against. (The authenticator's `client_ca_roots()` gives the same
-/// set once it is wired in.)
+/// The union of `--client-ca-file` and `--requestheader-client-ca-file`, the CAs the handshake's
+/// certificate request names. (The authenticator's `client_ca_roots()` gives the same set once it
+/// is wired in.)
 pub fn load_client_ca_roots(opts: &ServeOptions) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let mut roots = Vec::new();
     for path in [&opts.client_ca_file, &opts.requestheader_client_ca_file]

@@ -1,7 +1,7 @@
 //! Test PKI made at run time, TLS clients, and a server started on 127.0.0.1:0.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -154,10 +154,64 @@ pub fn settings() -> TlsSettings {
     }
 }
 
+/// A client certificate offered through a resolver that records the CA names of each
+/// certificate request; [`Presenting::with_key_of`] pairs a certificate with a key that is not
+/// its own (rustls' own client configuration refuses that).
+#[derive(Debug)]
+pub struct Presenting {
+    key: Arc<rustls::sign::CertifiedKey>,
+    hints: Mutex<Vec<Vec<Vec<u8>>>>,
+}
+
+impl Presenting {
+    /// Presents `leaf` with its own key.
+    pub fn new(leaf: &Leaf) -> Arc<Self> {
+        Self::with_key_of(leaf, leaf)
+    }
+
+    /// Presents `leaf`'s certificate but signs the handshake with `signer`'s key.
+    pub fn with_key_of(leaf: &Leaf, signer: &Leaf) -> Arc<Self> {
+        let key = rustls::crypto::ring::default_provider()
+            .key_provider
+            .load_private_key(signer.key())
+            .expect("signing key");
+        Arc::new(Presenting {
+            key: Arc::new(rustls::sign::CertifiedKey::new(
+                vec![leaf.cert.clone()],
+                key,
+            )),
+            hints: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The CA names (DER subjects) of every certificate request so far, one list per request.
+    pub fn hints(&self) -> Vec<Vec<Vec<u8>>> {
+        self.hints.lock().expect("lock").clone()
+    }
+}
+
+impl rustls::client::ResolvesClientCert for Presenting {
+    fn resolve(
+        &self,
+        root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let hints = root_hint_subjects.iter().map(|h| h.to_vec()).collect();
+        self.hints.lock().expect("lock").push(hints);
+        Some(self.key.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
 /// How a test client connects.
 pub struct ClientOptions {
     pub alpn: Vec<&'static [u8]>,
     pub client_cert: Option<(CertificateDer<'static>, PrivateKeyDer<'static>)>,
+    /// Presents a certificate through this resolver (instead of `client_cert`).
+    pub presenting: Option<Arc<Presenting>>,
     pub versions: &'static [&'static rustls::SupportedProtocolVersion],
     pub suites: Option<Vec<rustls::SupportedCipherSuite>>,
     pub server_name: &'static str,
@@ -168,6 +222,7 @@ impl Default for ClientOptions {
         Self {
             alpn: vec![b"h2", b"http/1.1"],
             client_cert: None,
+            presenting: None,
             versions: rustls::ALL_VERSIONS,
             suites: None,
             server_name: "localhost",
@@ -191,11 +246,12 @@ pub async fn connect(
         .with_protocol_versions(options.versions)
         .expect("versions")
         .with_root_certificates(roots);
-    let mut config = match options.client_cert {
-        Some((cert, key)) => builder
+    let mut config = match (options.presenting, options.client_cert) {
+        (Some(presenting), _) => builder.with_client_cert_resolver(presenting),
+        (None, Some((cert, key))) => builder
             .with_client_auth_cert(vec![cert], key)
             .expect("client cert"),
-        None => builder.with_no_client_auth(),
+        (None, None) => builder.with_no_client_auth(),
     };
     config.alpn_protocols = options.alpn.iter().map(|p| p.to_vec()).collect();
     let tcp = TcpStream::connect(addr).await?;

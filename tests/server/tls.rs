@@ -133,7 +133,7 @@ async fn serves_a_certificate_chain_and_key_from_pem_files() {
 }
 
 #[tokio::test]
-async fn verified_client_certificate_is_in_connection_info() {
+async fn a_presented_client_certificate_is_in_connection_info() {
     let ca = Ca::new("client-ca");
     let alice = ca.client_cert("alice");
     let tls = TlsSettings {
@@ -176,8 +176,31 @@ async fn verified_client_certificate_is_in_connection_info() {
     assert_eq!(get(stream, "/").await.expect("response").2, "none");
 }
 
+/// Connects with `options` and sends one GET; the body, or why the handshake or the exchange
+/// failed (with TLS 1.3 a client learns that the server refused its certificate on its first
+/// read).
+async fn exchange(server: &support::TestServer, options: ClientOptions) -> Result<String, String> {
+    let stream = connect(server.addr, &server.trust, options)
+        .await
+        .map_err(|e| e.to_string())?;
+    get(stream, "/")
+        .await
+        .map(|(_, _, body)| body)
+        .map_err(|e| e.to_string())
+}
+
+/// The DER subject of a certificate, as a certificate request names its CA.
+fn subject(cert: &rustls::pki_types::CertificateDer<'_>) -> Vec<u8> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).expect("x509");
+    parsed.subject().as_raw().to_vec()
+}
+
+static TLS13_ONLY: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13];
+
 #[tokio::test]
-async fn untrusted_client_certificate_is_rejected_at_the_handshake() {
+async fn a_client_certificate_from_an_unknown_ca_is_requested_but_not_verified() {
+    // As kube-apiserver's tls.RequestClientCert: the handshake names the client CAs and takes any
+    // chain whose key the client holds; the authenticators decide per request.
     let trusted = Ca::new("client-ca");
     let rogue = Ca::new("rogue-ca").client_cert("mallory");
     let tls = TlsSettings {
@@ -185,30 +208,97 @@ async fn untrusted_client_certificate_is_rejected_at_the_handshake() {
         ..settings()
     };
     let server = start(tls, ConnectionLimits::default(), echo_handler(), None).await;
-    let options = ClientOptions {
-        alpn: vec![b"http/1.1"],
-        client_cert: Some((rogue.cert.clone(), rogue.key())),
-        ..Default::default()
+    for versions in [TLS12_ONLY, TLS13_ONLY] {
+        let presenting = support::Presenting::new(&rogue);
+        let options = ClientOptions {
+            alpn: vec![b"http/1.1"],
+            presenting: Some(presenting.clone()),
+            versions,
+            ..Default::default()
+        };
+        let body = exchange(&server, options).await.expect("served");
+        assert!(body.contains("peers=1"), "{versions:?}: {body}");
+        assert_eq!(presenting.hints(), [[subject(&trusted.der())]]);
+    }
+    assert_eq!(server.stats.tls_handshake_errors(), 0);
+}
+
+#[tokio::test]
+async fn a_client_certificate_without_its_private_key_fails_the_handshake() {
+    // Verifying no chain must not mean verifying no signature: the client still proves that it
+    // holds the key of the certificate it presents.
+    let ca = Ca::new("client-ca");
+    let (alice, mallory) = (ca.client_cert("alice"), ca.client_cert("mallory"));
+    let tls = TlsSettings {
+        client_ca_roots: vec![ca.der()],
+        ..settings()
     };
-    // With TLS 1.3 the client learns of the rejection on its first read.
-    let outcome = match connect(server.addr, &server.trust, options).await {
-        Ok(stream) => get(stream, "/")
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string()),
-        Err(err) => Err(err.to_string()),
+    let server = start(tls, ConnectionLimits::default(), echo_handler(), None).await;
+    for (n, versions) in [TLS12_ONLY, TLS13_ONLY].into_iter().enumerate() {
+        let options = ClientOptions {
+            alpn: vec![b"http/1.1"],
+            presenting: Some(support::Presenting::with_key_of(&alice, &mallory)),
+            versions,
+            ..Default::default()
+        };
+        let outcome = exchange(&server, options).await;
+        assert!(outcome.is_err(), "{versions:?}: {outcome:?}");
+        tokio::time::timeout(PROMPTLY, async {
+            while server.stats.tls_handshake_errors() <= n as u64 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the failed handshake is counted");
+    }
+}
+
+#[tokio::test]
+async fn the_certificate_request_names_the_client_cas_in_force() {
+    let (first, rotated) = (Ca::new("client-ca"), Ca::new("rotated-ca"));
+    let alice = first.client_cert("alice");
+    let settings = TlsSettings {
+        client_ca_roots: vec![first.der()],
+        ..settings()
     };
-    assert!(
-        outcome.is_err(),
-        "an untrusted certificate must not be served"
-    );
-    tokio::time::timeout(PROMPTLY, async {
-        while server.stats.tls_handshake_errors() == 0 {
-            tokio::task::yield_now().await;
-        }
-    })
+    let tls = kube_apf_proxy::server::build_server_tls(&settings).expect("TLS");
+    let trust = tls.self_signed_cert.clone().expect("self-signed");
+    let server = kube_apf_proxy::server::SecureServer::bind_loopback(
+        tls.cell.clone(),
+        ConnectionLimits::default(),
+    )
     .await
-    .expect("the failed handshake is counted");
+    .expect("bind");
+    let addr = server.local_addr();
+    let (_trigger, signal) = kube_apf_proxy::server::shutdown_channel();
+    tokio::spawn(server.serve(echo_handler(), signal));
+    let hints_of_a_handshake = || async {
+        let presenting = support::Presenting::new(&alice);
+        let options = ClientOptions {
+            presenting: Some(presenting.clone()),
+            ..Default::default()
+        };
+        let stream = connect(addr, &trust, options).await.expect("handshake");
+        (stream, presenting.hints())
+    };
+    let (before, hints) = hints_of_a_handshake().await;
+    assert_eq!(hints, [[subject(&first.der())]]);
+    tls.set_client_ca_roots(&[rotated.der(), first.der()])
+        .expect("replace the client CAs");
+    let (_, hints) = hints_of_a_handshake().await;
+    assert_eq!(hints, [[subject(&rotated.der()), subject(&first.der())]]);
+    // The connection made before keeps its certificate.
+    let (_, status, body) = get(before, "/").await.expect("response");
+    assert_eq!((status, body.contains("peers=1")), (StatusCode::OK, true));
+
+    let unusable = rustls::pki_types::CertificateDer::from(b"not a certificate".to_vec());
+    assert!(tls.set_client_ca_roots(&[unusable]).is_err());
+    let (_, hints) = hints_of_a_handshake().await;
+    assert_eq!(
+        hints,
+        [[subject(&rotated.der()), subject(&first.der())]],
+        "the last good CAs stay"
+    );
 }
 
 #[tokio::test]

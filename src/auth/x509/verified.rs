@@ -16,7 +16,9 @@
 //! bytes, part of its signature) rather than a digest of the whole chain: the full comparison
 //! makes a collision a miss, never a wrong answer, and the hash key is random per process. Each
 //! entry keeps a copy of its chain for that comparison, so the cache is bounded in bytes as well as
-//! in entries, and a chain padded past [`MAX_CHAIN_BYTES`] is verified every time instead.
+//! in entries, and a chain padded past [`MAX_CHAIN_BYTES`] is verified every time instead. Those
+//! bounds matter because the handshake verifies no chain: any client can present any number of
+//! self-made ones, and at worst they push the verified chains out (which are then verified again).
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;

@@ -229,3 +229,101 @@ fn naming_only_tls13_suites_still_builds() {
     };
     assert!(build_server_tls(&settings).is_ok());
 }
+
+mod request_client_cert {
+    use rustls::server::danger::ClientCertVerifier;
+    use rustls::{CertificateError, Error};
+    use rustls_pki_types::{CertificateDer, UnixTime};
+
+    use super::super::client_auth::RequestClientCert;
+    use super::super::TlsError;
+    use crate::auth::test_pki::{ClientSpec, TestCa};
+
+    fn subject(cert: &CertificateDer<'_>) -> Vec<u8> {
+        let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).expect("x509");
+        parsed.subject().as_raw().to_vec()
+    }
+
+    fn leaf(ca: &TestCa, spec: ClientSpec<'_>) -> CertificateDer<'static> {
+        ca.client(spec).remove(0)
+    }
+
+    #[test]
+    fn names_the_client_cas_and_takes_any_well_formed_chain() {
+        let (client_ca, front_proxy_ca) = (TestCa::new("client-ca"), TestCa::new("front-proxy-ca"));
+        let provider = rustls::crypto::ring::default_provider();
+        let verifier = RequestClientCert::new(&[client_ca.der(), front_proxy_ca.der()], &provider)
+            .expect("verifier");
+        assert!(verifier.offer_client_auth() && !verifier.client_auth_mandatory());
+        let hints: Vec<&[u8]> = verifier
+            .root_hint_subjects()
+            .iter()
+            .map(|h| h.as_ref())
+            .collect();
+        assert_eq!(
+            hints,
+            [subject(&client_ca.der()), subject(&front_proxy_ca.der())]
+        );
+        assert_eq!(
+            verifier.supported_verify_schemes(),
+            provider
+                .signature_verification_algorithms
+                .supported_schemes()
+        );
+
+        let stranger = TestCa::new("stranger-ca");
+        let intermediate = client_ca.intermediate("intermediate-ca");
+        let garbage = CertificateDer::from(b"not a certificate".to_vec());
+        let mallory = |ca: &TestCa| leaf(ca, spec(false, false));
+        // The authenticators refuse every accepted chain but the first two; the handshake takes
+        // them all, and refuses only what does not parse.
+        let cases = [
+            ("from a client CA", vec![mallory(&client_ca)], true),
+            (
+                "through an intermediate",
+                vec![mallory(&intermediate), intermediate.der()],
+                true,
+            ),
+            ("from an unknown CA", vec![mallory(&stranger)], true),
+            ("expired", vec![leaf(&client_ca, spec(true, false))], true),
+            (
+                "for servers",
+                vec![leaf(&client_ca, spec(false, true))],
+                true,
+            ),
+            ("an unparsable leaf", vec![garbage.clone()], false),
+            (
+                "an unparsable intermediate",
+                vec![mallory(&client_ca), garbage],
+                false,
+            ),
+        ];
+        for (name, chain, accepted) in cases {
+            let got = verifier.verify_client_cert(&chain[0], &chain[1..], UnixTime::now());
+            let want = Error::InvalidCertificate(CertificateError::BadEncoding);
+            if accepted {
+                assert!(got.is_ok(), "{name}: {:?}", got.err());
+            } else {
+                assert_eq!(got.err(), Some(want), "{name}");
+            }
+        }
+    }
+
+    fn spec(expired: bool, server_auth_only: bool) -> ClientSpec<'static> {
+        ClientSpec {
+            cn: Some("mallory"),
+            expired,
+            server_auth_only,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_client_ca_that_cannot_be_a_trust_anchor_is_refused() {
+        let provider = rustls::crypto::ring::default_provider();
+        let good = TestCa::new("client-ca").der();
+        let garbage = CertificateDer::from(b"not a certificate".to_vec());
+        let err = RequestClientCert::new(&[good, garbage], &provider).expect_err("garbage CA");
+        assert!(matches!(err, TlsError::ClientCa { index: 1, .. }), "{err}");
+    }
+}
