@@ -146,4 +146,73 @@ pub async fn body_json(response: Response<Incoming>) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("json body ({e}): {}", String::from_utf8_lossy(&bytes)))
 }
 
+/// An exec of pod `ns/web` asking to switch to `protocol` (`Connection: Upgrade`); kubectl sends
+/// SPDY as a POST and WebSocket as a GET.
+pub fn exec_upgrade(method: &str, protocol: &str) -> http::Request<support::TestBody> {
+    let mut exec = support::app::request(
+        method,
+        "/api/v1/namespaces/ns/pods/web/exec?command=sh&stdin=true&stdout=true",
+        None,
+        Bytes::new(),
+    );
+    let headers = exec.headers_mut();
+    headers.insert("connection", "Upgrade".parse().expect("value"));
+    headers.insert("upgrade", protocol.parse().expect("value"));
+    exec
+}
+
+/// A WebSocket exec (kubectl ≥ 1.30) carrying its token as a subprotocol.
+pub fn websocket_exec(token: &str) -> http::Request<support::TestBody> {
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token);
+    let mut exec = exec_upgrade("GET", "websocket");
+    let headers = exec.headers_mut();
+    headers.insert("sec-websocket-version", "13".parse().expect("value"));
+    headers.insert(
+        "sec-websocket-key",
+        "dGhlIHNhbXBsZSBub25jZQ==".parse().expect("value"),
+    );
+    headers.insert(
+        "sec-websocket-protocol",
+        format!("base64url.bearer.authorization.k8s.io.{encoded}, v5.channel.k8s.io")
+            .parse()
+            .expect("value"),
+    );
+    exec
+}
+
+/// Checks that an exec switched to `protocol` outside flow control, then writes a few chunks (up
+/// to 256 KiB) into the upgraded connection to the fake's echo and reads each back, closes the
+/// caller's side and waits for the upstream's close to come back: bytes and ends of stream are
+/// relayed both ways.
+pub async fn assert_exec_echoes_both_ways(response: &mut Response<Incoming>, protocol: &str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    assert_eq!(response.status(), http::StatusCode::SWITCHING_PROTOCOLS);
+    assert_eq!(response.headers()["upgrade"], protocol);
+    assert_eq!(
+        pf_headers(response),
+        (None, None),
+        "exec bypasses flow control"
+    );
+    let upgraded = within("upgrade", hyper::upgrade::on(response))
+        .await
+        .expect("upgraded");
+    let mut io = hyper_util::rt::TokioIo::new(upgraded);
+    let large: Vec<u8> = (0..256 * 1024).map(|i| (i % 251) as u8).collect();
+    for chunk in [&b"hello"[..], b"world", &large] {
+        within("write", io.write_all(chunk)).await.expect("write");
+        let mut echoed = vec![0; chunk.len()];
+        within("echo", io.read_exact(&mut echoed))
+            .await
+            .expect("read");
+        assert!(echoed == chunk, "{} bytes echoed intact", chunk.len());
+    }
+    within("shutdown", io.shutdown()).await.expect("shutdown");
+    let mut rest = Vec::new();
+    within("the upstream's close", io.read_to_end(&mut rest))
+        .await
+        .expect("read to the end");
+    assert!(rest.is_empty(), "nothing after the echoes");
+}
+
 pub use support::app::assert_status;

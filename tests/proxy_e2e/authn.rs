@@ -4,11 +4,11 @@
 use bytes::Bytes;
 use http::{StatusCode, Version};
 
-use crate::assert_status;
 use crate::support::app::{metric_sum, request, AppBuilder, TestApp, STATIC_TOKEN};
 use crate::support::fake_apiserver::{FakeApiserver, Recorded};
 use crate::support::pki::{Issued, TestCa};
 use crate::support::tls_world::{TlsWorld, GOOD_TOKEN, PROXY_TOKEN};
+use crate::{assert_status, websocket_exec};
 
 const POD: &str = "/api/v1/namespaces/ns/pods/web";
 
@@ -345,33 +345,6 @@ async fn a_client_certificate_from_an_unknown_ca_is_left_to_the_authenticators()
         ["system:anonymous"],
         "anonymous requests are enabled"
     );
-}
-
-/// A WebSocket exec (kubectl ≥ 1.30) carrying its token as a subprotocol.
-fn websocket_exec(token: &str) -> http::Request<crate::support::TestBody> {
-    use base64::Engine;
-    let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token);
-    let mut exec = request(
-        "GET",
-        "/api/v1/namespaces/ns/pods/web/exec?command=sh&stdout=true",
-        None,
-        Bytes::new(),
-    );
-    let headers = exec.headers_mut();
-    headers.insert("connection", "Upgrade".parse().expect("value"));
-    headers.insert("upgrade", "websocket".parse().expect("value"));
-    headers.insert("sec-websocket-version", "13".parse().expect("value"));
-    headers.insert(
-        "sec-websocket-key",
-        "dGhlIHNhbXBsZSBub25jZQ==".parse().expect("value"),
-    );
-    headers.insert(
-        "sec-websocket-protocol",
-        format!("base64url.bearer.authorization.k8s.io.{encoded}, v5.channel.k8s.io")
-            .parse()
-            .expect("value"),
-    );
-    exec
 }
 
 #[tokio::test]

@@ -4,13 +4,14 @@
 use bytes::Bytes;
 use http::{StatusCode, Version};
 use http_body_util::BodyExt;
-use hyper_util::rt::TokioIo;
 use kube_apf_proxy::config::model::derived_uid;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::app::{request, within, AppBuilder};
+use crate::support::app::{request, within, AppBuilder, STATIC_TOKEN};
 use crate::support::fake_apiserver::FakeApiserver;
-use crate::{body_bytes, body_json, pf_headers};
+use crate::support::tls_world::TlsWorld;
+use crate::{
+    assert_exec_echoes_both_ways, body_bytes, body_json, exec_upgrade, pf_headers, websocket_exec,
+};
 
 #[tokio::test]
 async fn get_and_list_reach_the_upstream_and_carry_flow_control_headers() {
@@ -113,39 +114,30 @@ async fn watch_events_arrive_before_the_stream_ends() {
 async fn exec_upgrades_and_streams_both_ways() {
     let fake = FakeApiserver::start_plain().await;
     let app = AppBuilder::new(&fake.url).start().await;
-    let mut exec = request(
-        "POST",
-        "/api/v1/namespaces/ns/pods/web/exec?command=sh&stdin=true",
-        None,
-        Bytes::new(),
-    );
-    let headers = exec.headers_mut();
-    headers.insert("connection", "Upgrade".parse().expect("value"));
-    headers.insert("upgrade", "SPDY/3.1".parse().expect("value"));
-    headers.insert(
+    let mut exec = exec_upgrade("POST", "SPDY/3.1");
+    exec.headers_mut().insert(
         "x-stream-protocol-version",
         "v4.channel.k8s.io".parse().expect("value"),
     );
     let mut response = app.client().send(exec).await;
-    assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
-    assert_eq!(response.headers()["upgrade"], "SPDY/3.1");
-    assert_eq!(
-        pf_headers(&response),
-        (None, None),
-        "exec bypasses flow control"
-    );
-    let upgraded = within("upgrade", hyper::upgrade::on(&mut response))
-        .await
-        .expect("upgraded");
-    let mut io = TokioIo::new(upgraded);
-    for chunk in [&b"hello"[..], b"world"] {
-        within("write", io.write_all(chunk)).await.expect("write");
-        let mut echoed = vec![0; chunk.len()];
-        within("echo", io.read_exact(&mut echoed))
-            .await
-            .expect("read");
-        assert_eq!(echoed, chunk);
-    }
+    assert_exec_echoes_both_ways(&mut response, "SPDY/3.1").await;
+}
+
+#[tokio::test]
+async fn a_websocket_exec_upgrades_and_streams_both_ways() {
+    // kubectl >= 1.30: WebSocket, the token in a subprotocol, impersonated to a TLS upstream.
+    let world = TlsWorld::start(false).await;
+    let app = AppBuilder::for_world(&world)
+        .token_file()
+        .flag("--identity-forwarding=impersonate")
+        .start()
+        .await;
+    let mut response = app.client().send(websocket_exec(STATIC_TOKEN)).await;
+    let seen = world
+        .fake
+        .last_request_to("/api/v1/namespaces/ns/pods/web/exec");
+    assert_eq!(seen.header_values("impersonate-user"), ["carol"]);
+    assert_exec_echoes_both_ways(&mut response, "websocket").await;
 }
 
 #[tokio::test]
