@@ -3,12 +3,13 @@
 
 use bytes::Bytes;
 use http::{StatusCode, Version};
+use kube_apf_proxy::config::model::derived_uid;
 
 use crate::support::app::{metric_sum, request, AppBuilder, TestApp, STATIC_TOKEN};
 use crate::support::fake_apiserver::{FakeApiserver, Recorded};
 use crate::support::pki::{Issued, TestCa};
 use crate::support::tls_world::{TlsWorld, GOOD_TOKEN, PROXY_TOKEN};
-use crate::{assert_status, websocket_exec};
+use crate::{assert_status, pf_headers, websocket_exec};
 
 const POD: &str = "/api/v1/namespaces/ns/pods/web";
 
@@ -32,6 +33,17 @@ async fn get_as(
     token: Option<&str>,
     headers: &[(&str, &str)],
 ) -> Recorded {
+    classified_get_as(world, app, cert, token, headers).await.1
+}
+
+/// [`get_as`], with the FlowSchema UID the proxy answered with.
+async fn classified_get_as(
+    world: &TlsWorld,
+    app: &TestApp,
+    cert: Option<&Issued>,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+) -> (Option<String>, Recorded) {
     let mut get = request("GET", POD, token, Bytes::new());
     for (name, value) in headers {
         get.headers_mut().append(
@@ -41,7 +53,13 @@ async fn get_as(
     }
     let response = app.client_with(cert, Version::HTTP_11).send(get).await;
     assert_eq!(response.status(), StatusCode::OK);
-    world.fake.last_request_to(POD)
+    (pf_headers(&response).0, world.fake.last_request_to(POD))
+}
+
+/// The values of `name` in `headers`, in order.
+fn values_of(headers: &[(&str, &str)], name: &str) -> Vec<String> {
+    let named = headers.iter().filter(|(n, _)| *n == name);
+    named.map(|(_, v)| v.to_string()).collect()
 }
 
 fn impersonated(seen: &Recorded) -> (Vec<String>, Vec<String>, Vec<String>) {
@@ -248,6 +266,59 @@ async fn a_callers_own_impersonation_is_refused_in_impersonate_mode() {
     let response = app.client().send(get).await;
     assert_status(response, 403, "Forbidden").await;
     assert!(world.fake.requests().iter().all(|r| r.path != POD));
+}
+
+#[tokio::test]
+async fn a_callers_own_impersonation_is_forwarded_untouched_in_requestheader_mode() {
+    // README: forwarded untouched, for the upstream to authorize against the real caller, whom it
+    // learns from X-Remote-* under the proxy's front-proxy certificate; the proxy classifies by
+    // that caller (the bootstrap configuration would put system:masters in `exempt`).
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "requestheader").await;
+    let asked = [
+        ("impersonate-user", "system:admin"),
+        ("impersonate-uid", "admin-uid"),
+        ("impersonate-group", "system:masters"),
+        ("impersonate-group", "dev"),
+        ("impersonate-extra-example.org%2fscopes", "all"),
+    ];
+    let cert = app.user_cert("dave", Some("qa"));
+    let callers: [(&str, _, _, &str, &[&str]); 2] = [
+        (
+            "static token",
+            None,
+            Some(STATIC_TOKEN),
+            "carol",
+            &["ops", "dev"],
+        ),
+        ("client certificate", Some(&cert), None, "dave", &["qa"]),
+    ];
+    for (who, cert, token, user, groups) in callers {
+        let (schema, seen) = classified_get_as(&world, &app, cert, token, &asked).await;
+        for (name, _) in asked {
+            assert_eq!(seen.header_values(name), values_of(&asked, name), "{who}");
+        }
+        assert_eq!(seen.header_values("x-remote-user"), [user], "{who}");
+        assert_eq!(
+            seen.header_values("x-remote-group"),
+            strings(groups),
+            "{who}"
+        );
+        assert!(
+            seen.header_values("authorization").is_empty(),
+            "{who}: the caller's token stays with the proxy"
+        );
+        assert!(
+            seen.peer_certificates.is_some(),
+            "{who}: front-proxy certificate"
+        );
+        let caller_schema = derived_uid("FlowSchema", "global-default");
+        assert_eq!(
+            schema,
+            Some(caller_schema),
+            "{who}: classified as the caller"
+        );
+    }
 }
 
 #[tokio::test]
