@@ -4,6 +4,7 @@
 use bytes::Bytes;
 use http::{StatusCode, Version};
 use kube_apf_proxy::config::model::derived_uid;
+use sha2::Digest;
 
 use crate::support::app::{metric_sum, request, AppBuilder, TestApp, STATIC_TOKEN};
 use crate::support::fake_apiserver::{FakeApiserver, Recorded};
@@ -114,6 +115,94 @@ async fn client_certificate_identity_is_asserted_with_request_headers() {
         seen.peer_certificates.is_some(),
         "the front-proxy certificate"
     );
+}
+
+/// Every `X-Remote-*` header the fake received, sorted.
+fn remote_headers(seen: &Recorded) -> Vec<(String, String)> {
+    let mut remote: Vec<(String, String)> = seen
+        .headers
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with("x-remote-"))
+        .map(|(name, value)| (name.to_string(), value.to_str().expect("ascii").to_string()))
+        .collect();
+    remote.sort();
+    remote
+}
+
+/// `headers` as owned pairs, sorted.
+fn pairs(headers: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = headers
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+    pairs.sort();
+    pairs
+}
+
+#[tokio::test]
+async fn uid_and_extra_reach_the_upstream_in_requestheader_mode_and_forged_ones_do_not() {
+    // The X-Remote-* the upstream receives are exactly the authenticated user's: UID and extra
+    // from a TokenReview, from a front proxy's own X-Remote-* (re-asserted under the proxy's
+    // certificate), and the x509 credential ID; whatever X-Remote-* a caller sends is dropped.
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "requestheader").await;
+    let forged = [
+        ("x-remote-user", "system:admin"),
+        ("x-remote-uid", "forged-uid"),
+        ("x-remote-group", "system:masters"),
+        ("x-remote-extra-example.org%2fscopes", "forged"),
+        ("x-remote-extra-forged", "yes"),
+    ];
+    let asserted = [
+        ("x-remote-user", "erin"),
+        ("x-remote-uid", "erin-uid"),
+        ("x-remote-group", "g1"),
+        ("x-remote-extra-example.org%2fteam", "blue"),
+        ("x-remote-extra-scopes", "view"),
+        ("x-remote-extra-scopes", "edit"),
+    ];
+    let front = app.front_proxy_cert();
+    let dave = app.user_cert("dave", None);
+    let fingerprint: String = sha2::Sha256::digest(dave.cert.as_ref())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let credential_id = format!("X509SHA256={fingerprint}");
+    let bob = [
+        ("x-remote-user", "bob"),
+        ("x-remote-uid", "bob-uid"),
+        ("x-remote-group", "team"),
+        ("x-remote-extra-example.org%2fscopes", "read"),
+        ("x-remote-extra-example.org%2fscopes", "list"),
+    ];
+    let dave_by_certificate = [
+        ("x-remote-user", "dave"),
+        (
+            "x-remote-extra-authentication.kubernetes.io%2fcredential-id",
+            &credential_id,
+        ),
+    ];
+    let cases = [
+        (
+            "TokenReview user",
+            None,
+            Some(GOOD_TOKEN),
+            &forged[..],
+            &bob[..],
+        ),
+        ("front proxy", Some(&front), None, &asserted, &asserted),
+        (
+            "client certificate",
+            Some(&dave),
+            None,
+            &forged,
+            &dave_by_certificate,
+        ),
+    ];
+    for (who, cert, token, sent, want) in cases {
+        let seen = get_as(&world, &app, cert, token, sent).await;
+        assert_eq!(remote_headers(&seen), pairs(want), "{who}");
+    }
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@
 //! - `GET /api`, `/apis`, `/api/v1`, `/version` → discovery documents (enough for kubectl)
 //! - anything else → 404 `Status`
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -81,6 +81,8 @@ pub struct ReviewedUser {
     pub uid: String,
     /// The groups.
     pub groups: Vec<String>,
+    /// The extra attributes.
+    pub extra: BTreeMap<String, Vec<String>>,
 }
 
 /// How the fake listens.
@@ -473,7 +475,8 @@ async fn token_review(request: Request<Incoming>, state: &State) -> Response<Bod
     let token = review["spec"]["token"].as_str().unwrap_or_default();
     let status = match state.tokens.get(token) {
         Some(user) => serde_json::json!({"authenticated": true, "user": {
-            "username": user.username, "uid": user.uid, "groups": user.groups}}),
+            "username": user.username, "uid": user.uid, "groups": user.groups,
+            "extra": user.extra}}),
         None => serde_json::json!({"authenticated": false, "error": "invalid token"}),
     };
     json(

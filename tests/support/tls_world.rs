@@ -1,7 +1,7 @@
 //! A TLS fake apiserver that verifies (optional) client certificates, and the upstream
 //! configuration a proxy needs for it: CA file, front-proxy client certificate and token file.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use kube_apf_proxy::proxy::{Forwarder, IdentityForwarding, UpstreamClient, UpstreamConfig};
 
@@ -11,7 +11,8 @@ use super::{alice, forwarder_config, TestProxy, REQUEST_TIMEOUT};
 
 /// The proxy's token in [`TlsWorld`].
 pub const PROXY_TOKEN: &str = "proxy-token";
-/// The token the fake's TokenReview accepts (for user `bob`).
+/// The token the fake's TokenReview accepts: user `bob`, UID `bob-uid`, group `team`, extra
+/// `example.org/scopes: [read, list]`.
 pub const GOOD_TOKEN: &str = "good";
 
 /// The fake, its files and the matching upstream configuration.
@@ -40,6 +41,10 @@ impl TlsWorld {
                 username: "bob".into(),
                 uid: "bob-uid".into(),
                 groups: vec!["team".into()],
+                extra: BTreeMap::from([(
+                    "example.org/scopes".into(),
+                    vec!["read".into(), "list".into()],
+                )]),
             },
         )]);
         let fake = FakeApiserver::start(FakeOptions {
