@@ -4,25 +4,12 @@
 //! seat comes back.
 
 use bytes::Bytes;
-use futures_util::stream;
 use http::Version;
-use http_body_util::{BodyExt, StreamBody};
-use tokio::sync::mpsc;
 
 use crate::support::app::{within, AppBuilder};
 use crate::support::fake_apiserver::FakeApiserver;
-use crate::support::{BoxError, TestBody};
+use crate::support::{channel_body, TestBody};
 use crate::LEVELS;
-
-/// A body fed by `sender`; it ends only when the sender is dropped.
-fn trickle() -> (mpsc::Sender<Bytes>, TestBody) {
-    let (sender, receiver) = mpsc::channel::<Bytes>(1);
-    let frames = stream::unfold(receiver, |mut receiver| async move {
-        let chunk = receiver.recv().await?;
-        Some((Ok::<_, BoxError>(http_body::Frame::data(chunk)), receiver))
-    });
-    (sender, StreamBody::new(frames).boxed_unsync())
-}
 
 #[tokio::test]
 async fn a_body_that_never_ends_gets_504_at_the_request_timeout_and_frees_its_seat() {
@@ -34,7 +21,7 @@ async fn a_body_that_never_ends_gets_504_at_the_request_timeout_and_frees_its_se
         .await;
     for version in [Version::HTTP_11, Version::HTTP_2] {
         let dispatched = app.level("tiny").counters.dispatched;
-        let (sender, body) = trickle();
+        let (sender, body) = channel_body();
         // One byte every 100 ms for as long as the connection takes them.
         let feeder = tokio::spawn(async move {
             while sender.send(Bytes::from_static(b" ")).await.is_ok() {
@@ -72,7 +59,7 @@ async fn a_body_that_never_ends_gets_504_at_the_request_timeout_and_frees_its_se
 /// `method path` with a declared `Content-Length` of `length` and a body that never comes: the
 /// answer must not need it.
 fn declared(method: &str, path: &str, length: u64) -> http::Request<TestBody> {
-    let (sender, body) = trickle();
+    let (sender, body) = channel_body();
     // Keep the body open for the life of the request without sending anything.
     std::mem::forget(sender);
     http::Request::builder()

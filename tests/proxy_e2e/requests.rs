@@ -7,6 +7,7 @@ use http_body_util::BodyExt;
 use kube_apf_proxy::config::model::derived_uid;
 
 use crate::support::app::{request, within, AppBuilder, STATIC_TOKEN};
+use crate::support::channel_body;
 use crate::support::fake_apiserver::FakeApiserver;
 use crate::support::tls_world::TlsWorld;
 use crate::{
@@ -288,6 +289,50 @@ async fn large_bodies_stream_through_both_ways() {
         assert!(
             body_bytes(response).await == payload,
             "{version:?}: echoed intact"
+        );
+    }
+}
+
+/// Reads `fake`'s `POST /upload` data frames until `want` has arrived, each within `STEP`.
+async fn uploaded(fake: &FakeApiserver, want: &[u8]) {
+    let mut received = Vec::new();
+    while received.len() < want.len() {
+        let chunk = within("bytes at the upstream", fake.next_upload_chunk()).await;
+        received.extend_from_slice(&chunk);
+    }
+    assert_eq!(received, want);
+}
+
+#[tokio::test]
+async fn a_chunked_request_body_reaches_the_upstream_before_the_caller_has_sent_it_all() {
+    // The proxy streams a body of unknown length (as the apiserver reads one) rather than
+    // collecting it first: the fake holds the first chunk while the rest is still unsent.
+    let fake = FakeApiserver::start_plain().await;
+    let app = AppBuilder::new(&fake.url).start().await;
+    for version in [Version::HTTP_11, Version::HTTP_2] {
+        let (chunks, body) = channel_body();
+        let mut post = request("POST", "/upload", None, Bytes::new());
+        *post.body_mut() = body;
+        let client = app.client_with(None, version);
+        let response = tokio::spawn(async move { client.send(post).await });
+        chunks
+            .send(Bytes::from_static(b"first "))
+            .await
+            .expect("send");
+        uploaded(&fake, b"first ").await;
+        chunks
+            .send(Bytes::from_static(b"and the rest"))
+            .await
+            .expect("send");
+        drop(chunks);
+        uploaded(&fake, b"and the rest").await;
+        let response = within("response", response).await.expect("join");
+        assert_eq!(response.status(), StatusCode::OK, "{version:?}");
+        assert_eq!(body_bytes(response).await.as_ref(), b"first and the rest");
+        let seen = fake.last_request_to("/upload");
+        assert!(
+            seen.header_values("content-length").is_empty(),
+            "{version:?}: no length was made up"
         );
     }
 }

@@ -9,6 +9,8 @@
 //! - `POST /apis/authentication.k8s.io/v1/tokenreviews` → a TokenReview answer from the
 //!   configured tokens
 //! - `GET /stream` → the same test-driven stream as a watch, for a non-long-running request
+//! - `POST /upload` → reads the request body frame by frame, handing each data frame to the test
+//!   as it arrives ([`FakeApiserver::next_upload_chunk`]), then answers 200 with the whole body
 //! - `GET /slow?sleep=<ms>` → answers after a (tokio) sleep; `GET /hang` → never answers
 //! - `GET /reset` → 200, one chunk, then the stream is broken off when the test calls
 //!   [`FakeApiserver::break_stream`]
@@ -109,6 +111,7 @@ struct State {
     connections: std::sync::atomic::AtomicUsize,
     tokens: HashMap<String, ReviewedUser>,
     watches: mpsc::Sender<mpsc::Sender<Bytes>>,
+    uploads: mpsc::UnboundedSender<Bytes>,
     hang: Notify,
     reset: Notify,
 }
@@ -121,6 +124,7 @@ pub struct FakeApiserver {
     pub url: String,
     state: Arc<State>,
     watches: tokio::sync::Mutex<mpsc::Receiver<mpsc::Sender<Bytes>>>,
+    uploads: tokio::sync::Mutex<mpsc::UnboundedReceiver<Bytes>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -141,11 +145,13 @@ impl FakeApiserver {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (watch_tx, watch_rx) = mpsc::channel(16);
+        let (upload_tx, upload_rx) = mpsc::unbounded_channel();
         let state = Arc::new(State {
             recorded: Mutex::new(Vec::new()),
             connections: Default::default(),
             tokens: options.tokens,
             watches: watch_tx,
+            uploads: upload_tx,
             hang: Notify::new(),
             reset: Notify::new(),
         });
@@ -165,6 +171,7 @@ impl FakeApiserver {
             url: format!("{scheme}://{addr}"),
             state,
             watches: tokio::sync::Mutex::new(watch_rx),
+            uploads: tokio::sync::Mutex::new(upload_rx),
             task,
         }
     }
@@ -199,6 +206,17 @@ impl FakeApiserver {
     /// chunk each), and dropping it ends the watch.
     pub async fn next_watch(&self) -> mpsc::Sender<Bytes> {
         self.watches
+            .lock()
+            .await
+            .recv()
+            .await
+            .expect("fake apiserver is running")
+    }
+
+    /// Waits for the next data frame of a `POST /upload` body, as the fake read it (before the
+    /// rest of that body has arrived).
+    pub async fn next_upload_chunk(&self) -> Bytes {
+        self.uploads
             .lock()
             .await
             .recv()
@@ -308,6 +326,7 @@ async fn route(
             token_review(request, &state).await
         }
         (Method::GET, ["stream"]) => watch_stream(&state).await,
+        (Method::POST, ["upload"]) => upload(request.into_body(), &state).await,
         (Method::GET, ["slow"]) => {
             let ms = query
                 .split('&')
@@ -464,6 +483,20 @@ fn echo_upgrade(request: &mut Request<Incoming>) -> Response<Body> {
         "v4.channel.k8s.io".parse().expect("value"),
     );
     response
+}
+
+async fn upload(mut body: Incoming, state: &State) -> Response<Body> {
+    let mut received = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else {
+            return full(StatusCode::BAD_REQUEST, "text/plain", Bytes::new());
+        };
+        if let Ok(data) = frame.into_data() {
+            received.extend_from_slice(&data);
+            let _ = state.uploads.send(data);
+        }
+    }
+    full(StatusCode::OK, "application/octet-stream", received.into())
 }
 
 async fn token_review(request: Request<Incoming>, state: &State) -> Response<Body> {

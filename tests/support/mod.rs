@@ -45,6 +45,20 @@ pub fn body(bytes: impl Into<Bytes>) -> TestBody {
         .boxed_unsync()
 }
 
+/// A body of the chunks sent on the returned sender, each its own frame; no length is known, so
+/// HTTP/1.1 sends it chunked. It ends only when the sender is dropped.
+pub fn channel_body() -> (tokio::sync::mpsc::Sender<Bytes>, TestBody) {
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(1);
+    let frames = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        let chunk = receiver.recv().await?;
+        Some((Ok::<_, BoxError>(http_body::Frame::data(chunk)), receiver))
+    });
+    (
+        sender,
+        http_body_util::StreamBody::new(frames).boxed_unsync(),
+    )
+}
+
 /// The `--request-timeout` of tests that do not test timeouts.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
