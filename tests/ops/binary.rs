@@ -1,5 +1,5 @@
 //! The `kube-apf-proxy` binary under real signals: JSON access logs without tokens, SIGHUP
-//! reloads, SIGTERM exits 0.
+//! reloads, SIGTERM exits 0; and the README's quick-start command on the embedded configuration.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -25,6 +25,31 @@ impl Drop for Process {
 }
 
 impl Process {
+    /// Starts the binary with `args`, reading its standard error line by line.
+    fn start(args: &[&str]) -> Process {
+        let mut child = Command::new(BINARY)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the binary starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Process {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
     /// Waits (at most [`PROMPTLY`]) for a JSON log line for which `pick` is true.
     fn wait_for(&mut self, pick: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
         let deadline = tokio::time::Instant::now() + PROMPTLY;
@@ -66,38 +91,18 @@ async fn the_binary_logs_json_reloads_on_sighup_and_exits_0_on_sigterm() {
     write(&config_dir.join("tight.yaml"), &tight_config(10));
     let ca = TestCa::new("binary-ca");
     let (cert, key) = ca.server_cert().write(dir.path(), "serving");
-    let child = Command::new(BINARY)
-        .args([
-            "serve",
-            "--log-format=json",
-            "-v=1",
-            "--bind-address=127.0.0.1",
-        ])
-        .args(["--secure-port=0", "--admin-address=127.0.0.1:0"])
-        .arg(format!("--upstream={}", fake.url))
-        .arg(format!("--config-dir={}", config_dir.display()))
-        .arg(format!("--tls-cert-file={}", cert.display()))
-        .arg(format!("--tls-private-key-file={}", key.display()))
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
-    let mut child = child;
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut process = Process {
-        child,
-        lines,
-        seen: Vec::new(),
-    };
+    let mut process = Process::start(&[
+        "serve",
+        "--log-format=json",
+        "-v=1",
+        "--bind-address=127.0.0.1",
+        "--secure-port=0",
+        "--admin-address=127.0.0.1:0",
+        &format!("--upstream={}", fake.url),
+        &format!("--config-dir={}", config_dir.display()),
+        &format!("--tls-cert-file={}", cert.display()),
+        &format!("--tls-private-key-file={}", key.display()),
+    ]);
     let serving = process.wait_for(|v| message(v) == "Serving");
     let secure: SocketAddr = serving["secure"]
         .as_str()
@@ -143,4 +148,141 @@ async fn the_binary_logs_json_reloads_on_sighup_and_exits_0_on_sigterm() {
         process.seen.iter().all(|l| !l.contains(secret)),
         "the token never reaches the log"
     );
+}
+
+/// The README's quick-start command (`serve --bind-address 127.0.0.1 --upstream URL`): no
+/// configuration directory and no certificate files, so the embedded bootstrap configuration and a
+/// self-signed certificate whose logged SHA-256 fingerprint is the one served. Only the ports (0
+/// here, where the README uses the defaults) and the log format (to read the addresses) differ.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quick_start_command_serves_the_embedded_configuration() {
+    let fake = FakeApiserver::start_plain().await;
+    let mut process = Process::start(&[
+        "serve",
+        "--bind-address",
+        "127.0.0.1",
+        "--upstream",
+        &fake.url,
+        "--secure-port=0",
+        "--admin-address=127.0.0.1:0",
+        "--log-format=json",
+    ]);
+    let loaded = process.wait_for(|v| message(v) == "Serving certificate loaded");
+    let logged = loaded["sha256"].as_str().expect("fingerprint").to_owned();
+    let serving = process.wait_for(|v| message(v) == "Serving");
+    let secure: SocketAddr = serving["secure"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .expect("secure address");
+
+    let (response, served) = pinned_get(secure, &logged, "/api/v1/namespaces/ns/pods").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(fingerprint(&served), logged);
+    // Anonymous and unconfigured: the bootstrap `global-default` FlowSchema and level, with the
+    // UIDs derived from their names.
+    let header = |name: &str| response.headers()[name].to_str().expect("ASCII").to_owned();
+    let embedded = kube_apf_proxy::config::bootstrap();
+    let flow_schema = embedded
+        .flow_schemas()
+        .iter()
+        .find(|fs| fs.name == "global-default")
+        .expect("the embedded FlowSchema global-default");
+    let level = embedded
+        .priority_level("global-default")
+        .expect("the embedded level global-default");
+    assert_eq!(header("x-kubernetes-pf-flowschema-uid"), flow_schema.uid);
+    assert_eq!(header("x-kubernetes-pf-prioritylevel-uid"), level.uid);
+    process.signal("TERM");
+    process.wait_for(|v| message(v) == "Stopped");
+}
+
+/// SHA-256 of `cert` as the proxy logs it: upper-case hex pairs joined by colons.
+fn fingerprint(cert: &CertificateDer<'_>) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(cert.as_ref())
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// A GET over TLS that trusts exactly the certificate whose fingerprint is `pinned`.
+async fn pinned_get(
+    addr: SocketAddr,
+    pinned: &str,
+    path: &str,
+) -> (Response<Incoming>, CertificateDer<'static>) {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = Arc::new(Pinned {
+        fingerprint: pinned.to_owned(),
+        algorithms: provider.signature_verification_algorithms,
+    });
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let name = ServerName::try_from("127.0.0.1").expect("server name");
+    let tls = connector.connect(name, tcp).await.expect("handshake");
+    let served = tls.get_ref().1.peer_certificates().expect("server cert")[0].clone();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .expect("http1 handshake");
+    tokio::spawn(conn);
+    let request = Request::builder()
+        .uri(path)
+        .header("host", "127.0.0.1")
+        .body(http_body_util::Empty::<Bytes>::new())
+        .expect("request");
+    let response = sender.send_request(request).await.expect("response");
+    (response, served)
+}
+
+/// Trusts one certificate, by fingerprint; the handshake's signatures are still checked.
+#[derive(Debug)]
+struct Pinned {
+    fingerprint: String,
+    algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
+}
+
+impl rustls::client::danger::ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        if fingerprint(end_entity) == self.fingerprint {
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General("not the pinned certificate".into()))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
 }
