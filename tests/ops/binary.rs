@@ -223,22 +223,7 @@ async fn pinned_get(
         .dangerous()
         .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let name = ServerName::try_from("127.0.0.1").expect("server name");
-    let tls = connector.connect(name, tcp).await.expect("handshake");
-    let served = tls.get_ref().1.peer_certificates().expect("server cert")[0].clone();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .expect("http1 handshake");
-    tokio::spawn(conn);
-    let request = Request::builder()
-        .uri(path)
-        .header("host", "127.0.0.1")
-        .body(http_body_util::Empty::<Bytes>::new())
-        .expect("request");
-    let response = sender.send_request(request).await.expect("response");
-    (response, served)
+    send_with(config, addr, http::Method::GET, path, None).await
 }
 
 /// Trusts one certificate, by fingerprint; the handshake's signatures are still checked.

@@ -238,6 +238,18 @@ async fn tls_send(
     token: Option<&str>,
 ) -> (Response<Incoming>, CertificateDer<'static>) {
     let config = support::pki::client_config(ca, None, &[b"http/1.1"]);
+    send_with(config, addr, method, path, token).await
+}
+
+/// One request over a new HTTP/1.1 connection made with `config`; also returns the certificate
+/// the server presented.
+async fn send_with(
+    config: rustls::ClientConfig,
+    addr: SocketAddr,
+    method: http::Method,
+    path: &str,
+    token: Option<&str>,
+) -> (Response<Incoming>, CertificateDer<'static>) {
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let name = ServerName::try_from("127.0.0.1").expect("server name");

@@ -5,6 +5,17 @@ use super::{
     TlsFlagError, TlsMinVersion, TlsSettings,
 };
 
+/// A self-signed certificate, TLS 1.2 and up, every suite, no client CAs.
+fn self_signed() -> TlsSettings {
+    TlsSettings {
+        cert_file: None,
+        key_file: None,
+        min_version: TlsMinVersion::Tls12,
+        cipher_suites: Vec::new(),
+        client_ca_roots: Vec::new(),
+    }
+}
+
 fn suites(names: &[&str]) -> Vec<TlsCipherSuite> {
     names
         .iter()
@@ -80,13 +91,7 @@ fn handshake(client: &mut rustls::ClientConnection, server: &mut rustls::ServerC
 
 #[test]
 fn the_server_picks_the_suite_by_its_own_order_as_go_does() {
-    let settings = TlsSettings {
-        cert_file: None,
-        key_file: None,
-        min_version: TlsMinVersion::Tls12,
-        cipher_suites: Vec::new(),
-        client_ca_roots: Vec::new(),
-    };
+    let settings = self_signed();
     let tls = build_server_tls(&settings).expect("TLS");
     let mut roots = rustls::RootCertStore::empty();
     roots
@@ -175,13 +180,7 @@ fn tls_flag_values_are_parsed_with_clear_errors() {
 
 #[test]
 fn self_signed_certificate_is_generated_with_alpn() {
-    let settings = TlsSettings {
-        cert_file: None,
-        key_file: None,
-        min_version: TlsMinVersion::Tls12,
-        cipher_suites: Vec::new(),
-        client_ca_roots: Vec::new(),
-    };
+    let settings = self_signed();
     let tls = build_server_tls(&settings).expect("TLS");
     assert_eq!(
         tls.config.alpn_protocols,
@@ -210,9 +209,7 @@ fn unreadable_pem_files_name_the_file() {
     let settings = TlsSettings {
         cert_file: Some(missing.clone()),
         key_file: Some(empty),
-        min_version: TlsMinVersion::Tls12,
-        cipher_suites: Vec::new(),
-        client_ca_roots: Vec::new(),
+        ..self_signed()
     };
     let err = build_server_tls(&settings).expect_err("missing certificate");
     assert!(err.to_string().contains("missing.pem"), "{err}");
@@ -221,11 +218,8 @@ fn unreadable_pem_files_name_the_file() {
 #[test]
 fn naming_only_tls13_suites_still_builds() {
     let settings = TlsSettings {
-        cert_file: None,
-        key_file: None,
-        min_version: TlsMinVersion::Tls12,
         cipher_suites: suites(&["TLS_AES_128_GCM_SHA256"]),
-        client_ca_roots: Vec::new(),
+        ..self_signed()
     };
     assert!(build_server_tls(&settings).is_ok());
 }
