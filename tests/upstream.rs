@@ -1,5 +1,5 @@
-//! Reaching the upstream from a kubeconfig: inline CA and token, insecure-skip-tls-verify, and
-//! a certificate that does not verify.
+//! Reaching the upstream from a kubeconfig (inline CA and token, insecure-skip-tls-verify, and a
+//! certificate that does not verify) and from a pod's service account (in-cluster).
 
 mod support;
 
@@ -11,8 +11,8 @@ use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use kube_apf_proxy::auth::{Identity, TokenReviewTransport, TransportError};
 use kube_apf_proxy::proxy::{
-    empty_body, ForgeableHeaders, Forwarder, ForwarderConfig, IdentityForwarding, UpstreamAuth,
-    UpstreamClient, UpstreamConfig,
+    empty_body, ForgeableHeaders, Forwarder, ForwarderConfig, IdentityForwarding, InClusterEnv,
+    UpstreamAuth, UpstreamClient, UpstreamConfig,
 };
 use support::fake_apiserver::{FakeApiserver, FakeOptions, FakeTls};
 use support::pki::TestCa;
@@ -56,12 +56,18 @@ fn client_for(kubeconfig_text: &str) -> UpstreamClient {
 
 /// Forwards one GET in impersonate mode through a proxy configured by `kubeconfig`.
 async fn get_through(kubeconfig_text: &str) -> (http::StatusCode, serde_json::Value) {
+    get_with(client_for(kubeconfig_text)).await
+}
+
+/// Forwards one GET for `carol` in impersonate mode through a proxy whose upstream client is
+/// `client`.
+async fn get_with(client: UpstreamClient) -> (http::StatusCode, serde_json::Value) {
     let config = ForwarderConfig {
         mode: IdentityForwarding::Impersonate,
         request_timeout: Duration::from_secs(60),
         forgeable: ForgeableHeaders::default(),
     };
-    let forwarder = Forwarder::new(client_for(kubeconfig_text), config).expect("forwarder");
+    let forwarder = Forwarder::new(client, config).expect("forwarder");
     let identity = Identity::authenticated("carol", "", vec![]);
     let proxy = TestProxy::start(forwarder, identity).await;
     let request = Request::get(proxy.url("/api/v1/namespaces/ns/pods/web"))
@@ -131,6 +137,47 @@ async fn kubeconfig_with_inline_ca_and_token_reaches_the_upstream() {
         ["Bearer kubeconfig-token"]
     );
     assert_eq!(seen.header_values("impersonate-user"), ["carol"]);
+}
+
+/// In a pod: `KUBERNETES_SERVICE_HOST`/`_PORT` name the server, the service account's `ca.crt`
+/// verifies it and its `token` is the proxy's credential, as client-go's `InClusterConfig` does.
+#[tokio::test]
+async fn in_cluster_the_service_account_reaches_the_upstream() {
+    let ca = TestCa::new("kube-ca");
+    let fake = tls_fake(&ca).await;
+    let account = tempfile::tempdir().expect("tempdir");
+    std::fs::write(account.path().join("ca.crt"), ca.cert_pem()).expect("ca.crt");
+    std::fs::write(account.path().join("token"), "service-account-token\n").expect("token");
+    let authority = fake.url.strip_prefix("https://").expect("an https URL");
+    let (host, port) = authority.rsplit_once(':').expect("host:port");
+    let env = InClusterEnv {
+        host: Some(host.to_owned()),
+        port: Some(port.to_owned()),
+        service_account_dir: account.path().to_owned(),
+    };
+    let resolved = UpstreamConfig::default()
+        .resolve_with(&env)
+        .expect("in-cluster configuration");
+    let (status, pod) = get_with(UpstreamClient::new(resolved).expect("client")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(pod["metadata"]["name"], "web");
+    let seen = fake.last_request();
+    assert_eq!(
+        seen.header_values("authorization"),
+        ["Bearer service-account-token"]
+    );
+    assert_eq!(seen.header_values("impersonate-user"), ["carol"]);
+
+    // A service account whose CA is not the server's: the upstream is refused, never reached.
+    let other = TestCa::new("another-ca");
+    std::fs::write(account.path().join("ca.crt"), other.cert_pem()).expect("ca.crt");
+    let resolved = UpstreamConfig::default()
+        .resolve_with(&env)
+        .expect("in-cluster configuration");
+    let before = fake.requests().len();
+    let (status, _) = get_with(UpstreamClient::new(resolved).expect("client")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(fake.requests().len(), before);
 }
 
 #[tokio::test]
