@@ -78,6 +78,23 @@ async fn get_with(client: UpstreamClient) -> (http::StatusCode, serde_json::Valu
     (status, read_json(response).await)
 }
 
+/// The GET of [`get_with`] was answered by `fake`, which saw the proxy's `token` and `carol`.
+fn assert_reached_as_carol(
+    fake: &FakeApiserver,
+    status: StatusCode,
+    pod: &serde_json::Value,
+    token: &str,
+) {
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(pod["metadata"]["name"], "web");
+    let seen = fake.last_request();
+    assert_eq!(
+        seen.header_values("authorization"),
+        [format!("Bearer {token}")]
+    );
+    assert_eq!(seen.header_values("impersonate-user"), ["carol"]);
+}
+
 /// GETs a pod with the proxy's credentials; `dedicated` as for a long-running request.
 async fn get_pod(client: &UpstreamClient, dedicated: bool) {
     let uri = client
@@ -129,14 +146,7 @@ async fn kubeconfig_with_inline_ca_and_token_reaches_the_upstream() {
         "    token: kubeconfig-token\n",
     );
     let (status, pod) = get_through(&text).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(pod["metadata"]["name"], "web");
-    let seen = fake.last_request();
-    assert_eq!(
-        seen.header_values("authorization"),
-        ["Bearer kubeconfig-token"]
-    );
-    assert_eq!(seen.header_values("impersonate-user"), ["carol"]);
+    assert_reached_as_carol(&fake, status, &pod, "kubeconfig-token");
 }
 
 /// In a pod: `KUBERNETES_SERVICE_HOST`/`_PORT` name the server, the service account's `ca.crt`
@@ -159,14 +169,7 @@ async fn in_cluster_the_service_account_reaches_the_upstream() {
         .resolve_with(&env)
         .expect("in-cluster configuration");
     let (status, pod) = get_with(UpstreamClient::new(resolved).expect("client")).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(pod["metadata"]["name"], "web");
-    let seen = fake.last_request();
-    assert_eq!(
-        seen.header_values("authorization"),
-        ["Bearer service-account-token"]
-    );
-    assert_eq!(seen.header_values("impersonate-user"), ["carol"]);
+    assert_reached_as_carol(&fake, status, &pod, "service-account-token");
 
     // A service account whose CA is not the server's: the upstream is refused, never reached.
     let other = TestCa::new("another-ca");
