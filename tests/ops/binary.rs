@@ -6,6 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 
 use super::*;
+use kube_apf_proxy::server::tls::fingerprint;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_kube-apf-proxy");
 
@@ -194,16 +195,6 @@ async fn the_quick_start_command_serves_the_embedded_configuration() {
     assert_eq!(header("x-kubernetes-pf-prioritylevel-uid"), level.uid);
     process.signal("TERM");
     process.wait_for(|v| message(v) == "Stopped");
-}
-
-/// SHA-256 of `cert` as the proxy logs it: upper-case hex pairs joined by colons.
-fn fingerprint(cert: &CertificateDer<'_>) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(cert.as_ref())
-        .iter()
-        .map(|b| format!("{b:02X}"))
-        .collect::<Vec<_>>()
-        .join(":")
 }
 
 /// A GET over TLS that trusts exactly the certificate whose fingerprint is `pinned`.
