@@ -11,6 +11,13 @@ fn odd_paths_are_not_cleaned() {
         // Empty segments in the middle survive.
         ("GET", "/api//v1", "R list api// ns= v1// [v1]"),
         ("GET", "/api/v1//pods", "R get api//v1 ns= /pods/ [,pods]"),
+        // An empty name segment is no name: the GET is a list, whose name a `metadata.name`
+        // field selector gives (`%2F` makes the empty segment after decoding).
+        (
+            "GET",
+            "/api/api/%2F/api?fieldSelector=metadata.name%3Dn",
+            "R list api//api ns= /n/api [,,api]",
+        ),
         (
             "GET",
             "/api/v1/namespaces//pods",
