@@ -26,6 +26,7 @@
 //! (structured authentication configuration) and OIDC / service-account / bootstrap token
 //! authenticators of kube-apiserver are not part of the proxy (TokenReview covers those tokens).
 
+pub mod authorize;
 mod bearer;
 mod cached;
 mod config;

@@ -38,6 +38,11 @@ impl KeyHasher {
         KeyHasher { key }
     }
 
+    /// The key for arbitrary bytes (a whole review body, say).
+    pub(crate) fn key_bytes(&self, bytes: &[u8]) -> CacheKey {
+        CacheKey(hmac_sha256(&self.key, bytes))
+    }
+
     /// The key for `token` as reviewed for `audiences`.
     pub(crate) fn key(&self, token: &str, audiences: &[String]) -> CacheKey {
         let mut message = Vec::with_capacity(8 + token.len());

@@ -158,9 +158,37 @@ pub struct ServeOptions {
     pub max_request_bytes: u64,
 
     // === Operations ===
-    /// Plain-HTTP address for /metrics, /healthz, /livez, /readyz and /debug endpoints.
+    /// Address for /metrics, /healthz, /livez, /readyz and /debug endpoints (plain HTTP on
+    /// loopback unless --admin-secure; HTTPS with authentication and authorization elsewhere).
     #[arg(long, default_value = "127.0.0.1:8081", help_heading = "Operations")]
     pub admin_address: SocketAddr,
+
+    /// Serve the admin listener over HTTPS, authenticate its callers with the proxy's
+    /// authenticators and authorize them by SubjectAccessReview against the upstream (as the
+    /// apiserver guards its own /metrics and /debug). Default: on when --admin-address is not a
+    /// loopback address. /healthz, /livez and /readyz need no credentials either way.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL", help_heading = "Operations")]
+    pub admin_secure: Option<bool>,
+
+    /// The admin listener's certificate in secure mode (PEM); the serving certificate without it.
+    #[arg(
+        long,
+        requires = "admin_tls_private_key_file",
+        help_heading = "Operations"
+    )]
+    pub admin_tls_cert_file: Option<PathBuf>,
+
+    /// The key of --admin-tls-cert-file (PEM).
+    #[arg(long, requires = "admin_tls_cert_file", help_heading = "Operations")]
+    pub admin_tls_private_key_file: Option<PathBuf>,
+
+    /// How long to cache an allowed SubjectAccessReview answer of the admin listener.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, help_heading = "Operations")]
+    pub authorization_webhook_cache_authorized_ttl: Duration,
+
+    /// How long to cache a denied SubjectAccessReview answer of the admin listener.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, help_heading = "Operations")]
+    pub authorization_webhook_cache_unauthorized_ttl: Duration,
 
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, help_heading = "Operations")]
@@ -217,6 +245,13 @@ impl ServeOptions {
     /// The address the secure listener binds.
     pub fn secure_address(&self) -> SocketAddr {
         SocketAddr::new(self.bind_address, self.secure_port)
+    }
+
+    /// Whether the admin listener is secure: `--admin-secure` when given, else whenever
+    /// `--admin-address` is not a loopback address.
+    pub fn admin_secure(&self) -> bool {
+        self.admin_secure
+            .unwrap_or(!self.admin_address.ip().is_loopback())
     }
 
     /// The server's total concurrency limit: the sum of the two inflight flags, as in the apiserver.
