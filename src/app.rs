@@ -5,15 +5,18 @@
 //! tasks (borrowing adjustment every 10 s, object counts from the upstream's metrics, readiness,
 //! hot reload). One [`Metrics`] registry is made here and handed to every part that reports.
 //!
-//! The admin listener serves `/metrics` and the debug dumps without authentication: it binds
-//! loopback (`127.0.0.1:8081`) by default, like the apiserver's insecure debug sockets; bind it
-//! elsewhere only on a network you trust (the request dumps show user names).
+//! The admin listener serves `/metrics` and the debug dumps without authentication on loopback
+//! (`127.0.0.1:8081`, the default), like the apiserver's insecure debug sockets; bound anywhere
+//! else it is secure by default (`--admin-secure`): HTTPS, the proxy's authenticators and a
+//! SubjectAccessReview per path ([`admin_gate`]).
 
+mod admin_gate;
 mod admin_routes;
 mod drain;
 mod readiness;
 mod reload;
 
+pub use admin_gate::AdminGuard;
 pub use admin_routes::{level_rows, queue_rows, request_rows, AdminPaths, DEBUG_PREFIX};
 pub use drain::DrainableBody;
 pub use readiness::{wait_for_upstream, Readiness, PROBE_INTERVAL};
@@ -27,6 +30,7 @@ use http_body_util::{BodyExt, Limited};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::auth::authorize::{AccessReviewTransport, Authorizer, AuthorizerConfig};
 use crate::auth::{AuthConfig, Authenticator, RequestHeaderConfig, TokenReviewConfig};
 use crate::config::Config;
 use crate::fairqueue::admission::AdmissionObserver;
@@ -69,6 +73,9 @@ pub enum StartError {
     /// The listeners could not start.
     #[error(transparent)]
     Server(#[from] server::ServerError),
+    /// The admin listener's authorizer cannot be built.
+    #[error("admin authorization: {0}")]
+    AdminAuthorizer(String),
     /// A metrics collector could not be registered.
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
@@ -133,6 +140,7 @@ impl App {
             .with_max_request_bytes(opts.max_request_bytes)
             .with_metrics(Arc::clone(&metrics)),
         );
+        let admin_gate = admin_gate(&opts, &upstream, &authenticator, &metrics)?;
         let (end_watches, watches_end) = shutdown_channel();
         let ready = Readiness::new();
         let parts = ServeParts {
@@ -144,6 +152,7 @@ impl App {
             ))),
             ready: ready.serving.clone(),
             upstream_ready: Some(ready.upstream.clone()),
+            admin_gate,
         };
         let shutdown_delay = opts.shutdown_delay_duration;
         let reload_files = (opts.config_dir.clone(), cert_files(&opts), ca_files(&opts));
@@ -154,6 +163,7 @@ impl App {
             metrics: Arc::clone(&metrics),
             config_dir: reload_files.0,
             tls: running.tls().clone(),
+            admin_tls: running.admin_tls().cloned(),
             cert_files: reload_files.1,
             authenticator: Arc::clone(&authenticator),
             ca_files: reload_files.2,
@@ -256,12 +266,42 @@ fn admin_handler(paths: AdminPaths) -> Arc<dyn server::Handler> {
     })
 }
 
+/// The secure admin listener's gate; `None` when the admin listener is plain HTTP.
+fn admin_gate(
+    opts: &ServeOptions,
+    upstream: &UpstreamClient,
+    authenticator: &Arc<Authenticator>,
+    metrics: &Metrics,
+) -> Result<Option<Arc<dyn server::AdminGate>>, StartError> {
+    if !opts.admin_secure() {
+        return Ok(None);
+    }
+    let transport: Arc<dyn AccessReviewTransport> = Arc::new(upstream.clone());
+    let cfg = AuthorizerConfig {
+        allowed_ttl: opts.authorization_webhook_cache_authorized_ttl,
+        denied_ttl: opts.authorization_webhook_cache_unauthorized_ttl,
+        ..AuthorizerConfig::default()
+    };
+    let authorizer = Authorizer::new(transport, cfg).map_err(StartError::AdminAuthorizer)?;
+    let guard = AdminGuard::new(
+        Arc::clone(authenticator),
+        Arc::new(authorizer),
+        metrics.registry(),
+    )?;
+    Ok(Some(Arc::new(guard)))
+}
+
 fn cert_files(opts: &ServeOptions) -> Vec<std::path::PathBuf> {
-    [&opts.tls_cert_file, &opts.tls_private_key_file]
-        .into_iter()
-        .flatten()
-        .cloned()
-        .collect()
+    [
+        &opts.tls_cert_file,
+        &opts.tls_private_key_file,
+        &opts.admin_tls_cert_file,
+        &opts.admin_tls_private_key_file,
+    ]
+    .into_iter()
+    .flatten()
+    .cloned()
+    .collect()
 }
 
 fn ca_files(opts: &ServeOptions) -> Vec<std::path::PathBuf> {

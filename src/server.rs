@@ -25,7 +25,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use rustls_pki_types::CertificateDer;
 
-pub use admin::{not_found, AdminRoutes, AdminServer, ReadyFlag};
+pub use admin::{not_found, AdminGate, AdminRoutes, AdminServer, DenyAll, ReadyFlag};
 pub use duration::{format_duration, parse_duration, DurationError};
 pub use listener::{ConnectionLimits, Negotiated, SecureServer, ServerStats};
 pub use logging::{init_logging, verbosity_filter, LoggingError};
@@ -98,6 +98,10 @@ pub struct ServeParts {
     pub ready: ReadyFlag,
     /// The `upstream` check of `/readyz`, if the caller has one.
     pub upstream_ready: Option<ReadyFlag>,
+    /// Authentication and authorization of the admin listener in secure mode
+    /// (`--admin-secure`); without one, a secure admin listener refuses all but the health
+    /// endpoints.
+    pub admin_gate: Option<Arc<dyn AdminGate>>,
 }
 
 impl ServeParts {
@@ -109,6 +113,7 @@ impl ServeParts {
             admin_routes: None,
             ready: ReadyFlag::new(true),
             upstream_ready: None,
+            admin_gate: None,
         }
     }
 }
@@ -144,12 +149,35 @@ pub async fn start(opts: ServeOptions, parts: ServeParts) -> Result<Running, Ser
         ConnectionLimits::from_options(&opts),
     )
     .await?;
+    let secure_admin = opts.admin_secure();
+    let gate = secure_admin.then(|| {
+        parts
+            .admin_gate
+            .clone()
+            .unwrap_or_else(|| Arc::new(DenyAll) as Arc<dyn AdminGate>)
+    });
     let routes = AdminRoutes {
         ready: parts.ready.clone(),
         upstream: parts.upstream_ready,
         other: parts.admin_routes,
+        gate,
     };
-    let admin = AdminServer::bind(opts.admin_address, routes).await?;
+    let (admin, admin_tls) = if secure_admin {
+        let admin_tls = match (&opts.admin_tls_cert_file, &opts.admin_tls_private_key_file) {
+            (Some(cert), Some(key)) => Some(build_server_tls(&TlsSettings {
+                cert_file: Some(cert.clone()),
+                key_file: Some(key.clone()),
+                ..settings.clone()
+            })?),
+            _ => None,
+        };
+        let cell = admin_tls.as_ref().unwrap_or(&tls).cell.clone();
+        let server = SecureServer::bind(opts.admin_address, cell, admin_limits(&opts)).await?;
+        (AdminListener::Secure(server, Arc::new(routes)), admin_tls)
+    } else {
+        let server = AdminServer::bind(opts.admin_address, routes).await?;
+        (AdminListener::Plain(server), None)
+    };
     let (terminate, termination) = shutdown_channel();
     let secure_addr = server.local_addr();
     let stats = server.stats();
@@ -164,6 +192,7 @@ pub async fn start(opts: ServeOptions, parts: ServeParts) -> Result<Running, Ser
         secure_addr,
         admin_addr,
         tls,
+        admin_tls,
         stats,
         terminate,
         task,
@@ -176,6 +205,7 @@ pub struct Running {
     secure_addr: SocketAddr,
     admin_addr: SocketAddr,
     tls: ServerTls,
+    admin_tls: Option<ServerTls>,
     stats: Arc<ServerStats>,
     terminate: ShutdownTrigger,
     task: tokio::task::JoinHandle<()>,
@@ -198,6 +228,12 @@ impl Running {
         &self.tls
     }
 
+    /// The admin listener's own TLS configuration, when `--admin-tls-cert-file` gave it one
+    /// (otherwise a secure admin listener serves [`Running::tls`]).
+    pub fn admin_tls(&self) -> Option<&ServerTls> {
+        self.admin_tls.as_ref()
+    }
+
     /// The secure listener's counters (for [`crate::metrics::Metrics::register_server_stats`]).
     pub fn stats(&self) -> Arc<ServerStats> {
         Arc::clone(&self.stats)
@@ -218,6 +254,50 @@ impl Running {
     }
 }
 
+/// The admin listener, plain or secure.
+enum AdminListener {
+    /// Plain HTTP/1.1 (loopback by default).
+    Plain(AdminServer),
+    /// TLS, HTTP/1.1 and HTTP/2, with the gate in the routes.
+    Secure(SecureServer, Arc<AdminRoutes>),
+}
+
+impl AdminListener {
+    fn local_addr(&self) -> SocketAddr {
+        match self {
+            AdminListener::Plain(server) => server.local_addr(),
+            AdminListener::Secure(server, _) => server.local_addr(),
+        }
+    }
+
+    async fn serve(self, shutdown: ShutdownSignal) {
+        match self {
+            AdminListener::Plain(server) => server.serve(shutdown).await,
+            AdminListener::Secure(server, routes) => {
+                tracing::info!(address = %server.local_addr(), "Serving admin endpoints over HTTPS");
+                let handler: Arc<dyn Handler> = Arc::new(move |request: Request<Incoming>| {
+                    let routes = Arc::clone(&routes);
+                    async move { routes.handle(request).await }
+                });
+                server.serve(handler, shutdown).await;
+            }
+        }
+    }
+}
+
+/// Limits of a secure admin listener: the secure port's, with fewer connections (scrapers and
+/// probes) and a short grace period, as the plain admin listener has.
+fn admin_limits(opts: &ServeOptions) -> ConnectionLimits {
+    ConnectionLimits {
+        max_connections: ADMIN_MAX_CONNECTIONS,
+        grace_period: std::time::Duration::from_secs(5),
+        ..ConnectionLimits::from_options(opts)
+    }
+}
+
+/// Connections a secure admin listener holds at once.
+const ADMIN_MAX_CONNECTIONS: usize = 256;
+
 /// The shutdown sequence around the two listeners.
 struct Lifecycle {
     ready: ReadyFlag,
@@ -226,7 +306,7 @@ struct Lifecycle {
 }
 
 impl Lifecycle {
-    async fn serve(self, server: SecureServer, handler: Arc<dyn Handler>, admin: AdminServer) {
+    async fn serve(self, server: SecureServer, handler: Arc<dyn Handler>, admin: AdminListener) {
         let (admin_trigger, admin_signal) = shutdown_channel();
         let admin_task = tokio::spawn(admin.serve(admin_signal));
         let (trigger, signal) = shutdown_channel();

@@ -6,6 +6,8 @@ mod support;
 
 #[path = "proxy_e2e/admin.rs"]
 mod admin;
+#[path = "proxy_e2e/admin_secure.rs"]
+mod admin_secure;
 #[path = "proxy_e2e/authn.rs"]
 mod authn;
 #[path = "proxy_e2e/curl.rs"]

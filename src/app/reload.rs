@@ -54,7 +54,9 @@ pub struct Reloader {
     pub config_dir: Option<PathBuf>,
     /// The serving certificate.
     pub tls: ServerTls,
-    /// `--tls-cert-file` and `--tls-private-key-file`, when given.
+    /// The secure admin listener's own certificate (`--admin-tls-cert-file`), when given.
+    pub admin_tls: Option<ServerTls>,
+    /// `--tls-cert-file`, `--tls-private-key-file` and the `--admin-tls-*` files, when given.
     pub cert_files: Vec<PathBuf>,
     /// The authenticators holding the client CA bundles.
     pub authenticator: Arc<Authenticator>,
@@ -100,17 +102,20 @@ impl Reloader {
         Ok(())
     }
 
-    /// Reads the serving certificate files again; the current certificate stays on error.
+    /// Reads the serving (and admin) certificate files again; the current certificate stays on
+    /// error.
     pub fn reload_tls(&self) {
-        match self.tls.reload() {
-            Ok(false) => {}
-            Ok(true) => self
-                .metrics
-                .record_certificate_reload(CertificateKind::Serving, true),
-            Err(error) => {
-                self.metrics
-                    .record_certificate_reload(CertificateKind::Serving, false);
-                tracing::error!(%error, "Serving certificate not reloaded; the current one stays")
+        for tls in std::iter::once(&self.tls).chain(&self.admin_tls) {
+            match tls.reload() {
+                Ok(false) => {}
+                Ok(true) => self
+                    .metrics
+                    .record_certificate_reload(CertificateKind::Serving, true),
+                Err(error) => {
+                    self.metrics
+                        .record_certificate_reload(CertificateKind::Serving, false);
+                    tracing::error!(%error, "Serving certificate not reloaded; the current one stays")
+                }
             }
         }
     }
@@ -129,7 +134,9 @@ impl Reloader {
             return;
         }
         let roots = self.authenticator.client_ca_roots();
-        let handshake = self.tls.set_client_ca_roots(&roots);
+        let handshake = std::iter::once(&self.tls)
+            .chain(&self.admin_tls)
+            .try_for_each(|tls| tls.set_client_ca_roots(&roots));
         if let Err(error) = &handshake {
             tracing::error!(%error, "Client CAs of the TLS handshake not replaced");
         }

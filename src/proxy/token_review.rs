@@ -1,4 +1,5 @@
-//! TokenReview over the upstream client, for the `auth` module's webhook token authenticator.
+//! TokenReview and SubjectAccessReview over the upstream client, for the `auth` module's webhook
+//! token authenticator and the admin listener's authorizer.
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -8,13 +9,14 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::client::UpstreamAuth;
 use super::{full_body, BoxError, UpstreamClient, UpstreamError};
+use crate::auth::authorize::{AccessReviewTransport, SUBJECT_ACCESS_REVIEW_PATH};
 use crate::auth::{TokenReviewTransport, TransportError};
 
 /// The path TokenReviews are POSTed to.
 pub const TOKEN_REVIEW_PATH: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
 
-/// Largest TokenReview response read (a review holds a user, groups and extras).
-const MAX_TOKEN_REVIEW_RESPONSE: usize = 1024 * 1024;
+/// Largest review response read (a review holds a user, groups and extras).
+const MAX_REVIEW_RESPONSE: usize = 1024 * 1024;
 
 impl From<UpstreamError> for TransportError {
     fn from(error: UpstreamError) -> Self {
@@ -34,36 +36,52 @@ impl TokenReviewTransport for UpstreamClient {
         &self,
         body: Bytes,
     ) -> BoxFuture<'static, Result<(StatusCode, Bytes), TransportError>> {
-        let client = self.clone();
-        Box::pin(async move {
-            let other = |e: http::Error| TransportError::Other(e.to_string());
-            let uri = client.uri_for(TOKEN_REVIEW_PATH).map_err(other)?;
-            let request = Request::builder()
-                .method(Method::POST)
-                .uri(uri)
-                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                .header(ACCEPT, HeaderValue::from_static("application/json"))
-                .body(full_body(body))
-                .map_err(other)?;
-            let response = client.send(request, UpstreamAuth::Proxy, false).await?;
-            let status = response.status();
-            let bytes = Limited::new(response.into_body(), MAX_TOKEN_REVIEW_RESPONSE)
-                .collect()
-                .await
-                .map_err(body_error)?
-                .to_bytes();
-            Ok((status, bytes))
-        })
+        Box::pin(post_review(self.clone(), TOKEN_REVIEW_PATH, body))
     }
+}
+
+/// SubjectAccessReviews for the admin listener, like TokenReviews: the proxy's own credentials.
+impl AccessReviewTransport for UpstreamClient {
+    fn review(
+        &self,
+        body: Bytes,
+    ) -> BoxFuture<'static, Result<(StatusCode, Bytes), TransportError>> {
+        Box::pin(post_review(self.clone(), SUBJECT_ACCESS_REVIEW_PATH, body))
+    }
+}
+
+/// POSTs one review object (JSON) to `path` and reads the bounded answer.
+async fn post_review(
+    client: UpstreamClient,
+    path: &str,
+    body: Bytes,
+) -> Result<(StatusCode, Bytes), TransportError> {
+    let other = |e: http::Error| TransportError::Other(e.to_string());
+    let uri = client.uri_for(path).map_err(other)?;
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(uri)
+        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+        .header(ACCEPT, HeaderValue::from_static("application/json"))
+        .body(full_body(body))
+        .map_err(other)?;
+    let response = client.send(request, UpstreamAuth::Proxy, false).await?;
+    let status = response.status();
+    let bytes = Limited::new(response.into_body(), MAX_REVIEW_RESPONSE)
+        .collect()
+        .await
+        .map_err(body_error)?
+        .to_bytes();
+    Ok((status, bytes))
 }
 
 /// A body cut short is a lost connection (retried); one over the limit is not.
 fn body_error(error: BoxError) -> TransportError {
     if error.is::<LengthLimitError>() {
         TransportError::Other(format!(
-            "the TokenReview response is larger than {MAX_TOKEN_REVIEW_RESPONSE} bytes"
+            "the review response is larger than {MAX_REVIEW_RESPONSE} bytes"
         ))
     } else {
-        TransportError::Connection(format!("reading the TokenReview response: {error}"))
+        TransportError::Connection(format!("reading the review response: {error}"))
     }
 }

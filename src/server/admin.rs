@@ -1,5 +1,9 @@
-//! The admin listener (`--admin-address`, plain HTTP): `/healthz`, `/livez`, `/readyz`, and a
-//! seam for `/metrics` and the `/debug/api_priority_and_fairness/*` endpoints.
+//! The admin listener (`--admin-address`): `/healthz`, `/livez`, `/readyz`, and a seam for
+//! `/metrics` and the `/debug/api_priority_and_fairness/*` endpoints. Plain HTTP on loopback;
+//! in secure mode (`--admin-secure`) it is served by a [`super::SecureServer`] (TLS, HTTP/1.1
+//! and HTTP/2) and every path but the health endpoints passes an [`AdminGate`] first
+//! (authentication and authorization), as the apiserver's `system:public-info-viewer` leaves
+//! only its health endpoints open.
 //!
 //! Mirrors the apiserver's `pkg/server/healthz/healthz.go` output: `ok` on success; with
 //! `?verbose`, one `[+]check ok` line per check and `<path> check passed`; on failure, 500 with
@@ -13,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::future::BoxFuture;
 use http::header::{HeaderValue, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -44,6 +49,27 @@ impl ReadyFlag {
     }
 }
 
+/// Guards every admin path but the health endpoints (authentication, then authorization).
+pub trait AdminGate: Send + Sync + 'static {
+    /// `None` lets the request through; `Some(response)` answers it instead (401, 403).
+    fn check(&self, request: &Request<Incoming>)
+        -> BoxFuture<'static, Option<Response<ProxyBody>>>;
+}
+
+/// The gate of a secure admin listener that was given none: refuses everything but the health
+/// endpoints, so that a missing authorizer can never open `/metrics` or the dumps.
+#[derive(Debug)]
+pub struct DenyAll;
+
+impl AdminGate for DenyAll {
+    fn check(&self, _: &Request<Incoming>) -> BoxFuture<'static, Option<Response<ProxyBody>>> {
+        let error = crate::proxy::ProxyError::Forbidden {
+            message: "the admin listener has no authorizer".to_string(),
+        };
+        Box::pin(async move { Some(crate::proxy::error_response(&error)) })
+    }
+}
+
 /// What the admin listener serves.
 #[derive(Clone)]
 pub struct AdminRoutes {
@@ -55,6 +81,8 @@ pub struct AdminRoutes {
     /// Every path other than the health endpoints (`/metrics`, `/debug/...`); it answers 404
     /// itself for paths it does not know. Without it such paths get a 404 Status.
     pub other: Option<Arc<dyn Handler>>,
+    /// Checked before `other` (secure mode); the health endpoints never pass it.
+    pub gate: Option<Arc<dyn AdminGate>>,
 }
 
 impl std::fmt::Debug for AdminRoutes {
@@ -63,6 +91,7 @@ impl std::fmt::Debug for AdminRoutes {
             .field("ready", &self.ready)
             .field("upstream", &self.upstream)
             .field("other", &self.other.is_some())
+            .field("gate", &self.gate.is_some())
             .finish()
     }
 }
@@ -74,6 +103,7 @@ impl AdminRoutes {
             ready,
             upstream: None,
             other: None,
+            gate: None,
         }
     }
 
@@ -107,6 +137,11 @@ impl AdminRoutes {
                 if let Some((_, ok)) = checks.iter().find(|(n, _)| *n == name) {
                     return single_check(name, *ok);
                 }
+            }
+        }
+        if let Some(gate) = &self.gate {
+            if let Some(refusal) = gate.check(&request).await {
+                return refusal;
             }
         }
         match &self.other {

@@ -99,6 +99,7 @@ async fn other_admin_paths_go_to_the_given_routes() {
         other: Some(Arc::new(|request: Request<Incoming>| async move {
             http::Response::new(full_body(format!("metrics for {}", request.uri().path())))
         })),
+        gate: None,
     };
     let admin = AdminServer::bind(SocketAddr::from(([127, 0, 0, 1], 0)), routes)
         .await

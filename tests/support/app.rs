@@ -219,6 +219,15 @@ impl TestApp {
         }
     }
 
+    /// An HTTP/1.1 client of the secure admin listener (`--admin-secure`), presenting `cert`
+    /// when given; it trusts the serving certificate, which the admin listener shares.
+    pub fn admin_client(&self, cert: Option<&Issued>) -> TestClient {
+        TestClient {
+            addr: self.app.running().admin_addr(),
+            ..self.client_with(cert, Version::HTTP_11)
+        }
+    }
+
     /// A client certificate from the client CA: CN `user`, O `group`.
     pub fn user_cert(&self, user: &str, group: Option<&str>) -> Issued {
         self.client_ca.client_cert(user, group)

@@ -8,6 +8,9 @@
 //! - `.../pods/{name}/exec|attach|portforward` with `Connection: Upgrade` → 101, then echoes bytes
 //! - `POST /apis/authentication.k8s.io/v1/tokenreviews` → a TokenReview answer from the
 //!   configured tokens
+//! - `POST /apis/authorization.k8s.io/v1/subjectaccessreviews` → allowed for user `prometheus`
+//!   or group `system:monitoring`, denied for anyone else (as the load harness's fake); 500 while
+//!   [`FakeApiserver::fail_access_reviews`] is set
 //! - `GET /stream` → the same test-driven stream as a watch, for a non-long-running request
 //! - `POST /upload` → reads the request body frame by frame, handing each data frame to the test
 //!   as it arrives ([`FakeApiserver::next_upload_chunk`]), then answers 200 with the whole body
@@ -114,6 +117,8 @@ struct State {
     uploads: mpsc::UnboundedSender<Bytes>,
     hang: Notify,
     reset: Notify,
+    access_reviews_fail: std::sync::atomic::AtomicBool,
+    access_review_specs: Mutex<Vec<serde_json::Value>>,
 }
 
 /// A running fake apiserver; stops when dropped.
@@ -154,6 +159,8 @@ impl FakeApiserver {
             uploads: upload_tx,
             hang: Notify::new(),
             reset: Notify::new(),
+            access_reviews_fail: Default::default(),
+            access_review_specs: Mutex::new(Vec::new()),
         });
         let acceptor = options.tls.map(|tls| {
             let alpn: &[&[u8]] = if tls.h2 {
@@ -174,6 +181,18 @@ impl FakeApiserver {
             uploads: tokio::sync::Mutex::new(upload_rx),
             task,
         }
+    }
+
+    /// Makes every SubjectAccessReview fail with 500 (`true`) or be answered again (`false`).
+    pub fn fail_access_reviews(&self, fail: bool) {
+        self.state
+            .access_reviews_fail
+            .store(fail, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The `spec` of every SubjectAccessReview answered so far (failed ones not included).
+    pub fn access_reviews(&self) -> Vec<serde_json::Value> {
+        self.state.access_review_specs.lock().expect("lock").clone()
     }
 
     /// Every request received so far.
@@ -324,6 +343,9 @@ async fn route(
         }
         (Method::POST, ["apis", "authentication.k8s.io", "v1", "tokenreviews"]) => {
             token_review(request, &state).await
+        }
+        (Method::POST, ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"]) => {
+            subject_access_review(request, &state).await
         }
         (Method::GET, ["stream"]) => watch_stream(&state).await,
         (Method::POST, ["upload"]) => upload(request.into_body(), &state).await,
@@ -497,6 +519,41 @@ async fn upload(mut body: Incoming, state: &State) -> Response<Body> {
         }
     }
     full(StatusCode::OK, "application/octet-stream", received.into())
+}
+
+/// Allowed for user `prometheus` or group `system:monitoring` (on any non-resource path).
+async fn subject_access_review(request: Request<Incoming>, state: &State) -> Response<Body> {
+    if state
+        .access_reviews_fail
+        .load(std::sync::atomic::Ordering::SeqCst)
+    {
+        return full(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "text/plain",
+            Bytes::new(),
+        );
+    }
+    let Ok(body) = request.into_body().collect().await else {
+        return full(StatusCode::BAD_REQUEST, "text/plain", Bytes::new());
+    };
+    let review: serde_json::Value =
+        serde_json::from_slice(&body.to_bytes()).unwrap_or(serde_json::Value::Null);
+    let spec = &review["spec"];
+    state
+        .access_review_specs
+        .lock()
+        .expect("lock")
+        .push(spec.clone());
+    let allowed = spec["user"] == "prometheus"
+        || spec["groups"]
+            .as_array()
+            .is_some_and(|groups| groups.iter().any(|g| g == "system:monitoring"));
+    let reason = if allowed { "RBAC: allowed" } else { "" };
+    json(
+        StatusCode::CREATED,
+        serde_json::json!({"kind": "SubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {}, "spec": spec.clone(), "status": {"allowed": allowed, "reason": reason}}),
+    )
 }
 
 async fn token_review(request: Request<Incoming>, state: &State) -> Response<Body> {

@@ -214,3 +214,32 @@ fn bad_values_are_refused_with_the_reason() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn the_admin_listener_is_secure_by_default_off_loopback() {
+    let cases: &[(&[&str], bool)] = &[
+        (&[], false),
+        (&["--admin-address=[::1]:8081"], false),
+        (&["--admin-address=0.0.0.0:8081"], true),
+        (&["--admin-address=10.0.0.1:8081"], true),
+        (
+            &["--admin-address=0.0.0.0:8081", "--admin-secure=false"],
+            false,
+        ),
+        (&["--admin-secure"], true),
+        (&["--admin-secure=true"], true),
+    ];
+    for (args, secure) in cases {
+        assert_eq!(parse(args).admin_secure(), *secure, "{args:?}");
+    }
+    let o = parse(&[]);
+    assert_eq!(
+        o.authorization_webhook_cache_authorized_ttl,
+        Duration::from_secs(300)
+    );
+    assert_eq!(
+        o.authorization_webhook_cache_unauthorized_ttl,
+        Duration::from_secs(30)
+    );
+    assert!(parse_err(&["--admin-tls-cert-file=c"]).contains("admin-tls-private-key-file"));
+}
