@@ -3,7 +3,11 @@
 //! proxy counted. Skipped, with a message, when `prometheus` is not installed
 //! (`scripts/install-test-deps.sh` installs it).
 //!
-//! This is the one test that waits on wall-clock time: Prometheus is an external process that
+//! A second test scrapes the whole proxy's secure admin listener (`--admin-secure`) over HTTPS
+//! with a bearer token that the fake apiserver's TokenReview and SubjectAccessReview accept, as
+//! `deploy/prometheus/prometheus.yml` does in a cluster.
+//!
+//! These are the tests that wait on wall-clock time: Prometheus is an external process that
 //! scrapes on its own clock. The wait is bounded (polls every 500 ms, at most 60 s).
 
 use std::convert::Infallible;
@@ -23,6 +27,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use kube_apf_proxy::metrics::{Metrics, RejectReason};
 use tokio::net::TcpListener;
 use tokio::time::Instant;
+
+mod support;
 
 const POLL_EVERY: Duration = Duration::from_millis(500);
 const POLL_FOR: Duration = Duration::from_secs(60);
@@ -82,15 +88,68 @@ async fn serve_metrics(metrics: Arc<Metrics>) -> SocketAddr {
     addr
 }
 
-fn write_config(dir: &Path, target: SocketAddr) -> std::path::PathBuf {
+/// One plain-HTTP scrape job of `target`.
+fn scrape_config(target: SocketAddr) -> String {
+    format!("  - job_name: apf-proxy\n    static_configs:\n      - targets: ['{target}']\n")
+}
+
+/// `prometheus.yml` scraping every second with the given `scrape_configs` entries.
+fn write_config(dir: &Path, scrape_configs: &str) -> std::path::PathBuf {
     let path = dir.join("prometheus.yml");
     let config = format!(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-         scrape_configs:\n  - job_name: apf-proxy\n    static_configs:\n      \
-         - targets: ['{target}']\n"
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n{scrape_configs}"
     );
     std::fs::write(&path, config).expect("write prometheus.yml");
     path
+}
+
+/// A Prometheus server on a loopback port, killed on drop.
+struct Prometheus {
+    listen: SocketAddr,
+    log: std::path::PathBuf,
+    child: KillOnDrop,
+}
+
+impl Prometheus {
+    fn start(dir: &Path, config: &Path) -> Self {
+        let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let log_path = dir.join("prometheus.log");
+        let log = std::fs::File::create(&log_path).expect("log file");
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--web.listen-address={listen}"))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn prometheus");
+        Prometheus {
+            listen,
+            log: log_path,
+            child: KillOnDrop(child),
+        }
+    }
+
+    /// The first sample of `promql`, polled until one is there (bounded by [`POLL_FOR`]).
+    async fn first_sample(&mut self, promql: &str) -> String {
+        let deadline = Instant::now() + POLL_FOR;
+        loop {
+            if let Some(value) = query(self.listen, promql).await {
+                return value;
+            }
+            let exited = self.child.0.try_wait().expect("try_wait");
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            assert!(exited.is_none(), "prometheus exited ({exited:?}):\n{log}");
+            assert!(
+                Instant::now() < deadline,
+                "no sample of {promql} within {POLL_FOR:?}:\n{log}"
+            );
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+    }
 }
 
 /// The value of the first sample of an instant query, if any.
@@ -128,37 +187,12 @@ async fn prometheus_scrapes_the_flowcontrol_metrics() {
     let target = serve_metrics(Arc::clone(&metrics)).await;
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = write_config(dir.path(), target);
-    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log file");
-    let child = Command::new("prometheus")
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!("--web.listen-address={listen}"))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("spawn prometheus");
-    let mut child = KillOnDrop(child);
-
-    let promql = "sum(apiserver_flowcontrol_rejected_requests_total)";
-    let deadline = Instant::now() + POLL_FOR;
-    let value = loop {
-        if let Some(value) = query(listen, promql).await {
-            break value;
-        }
-        let exited = child.0.try_wait().expect("try_wait");
-        let log = std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
-        assert!(exited.is_none(), "prometheus exited ({exited:?}):\n{log}");
-        assert!(
-            Instant::now() < deadline,
-            "no sample within {POLL_FOR:?}:\n{log}"
-        );
-        tokio::time::sleep(POLL_EVERY).await;
-    };
+    let config = write_config(dir.path(), &scrape_config(target));
+    let mut prometheus = Prometheus::start(dir.path(), &config);
+    let listen = prometheus.listen;
+    let value = prometheus
+        .first_sample("sum(apiserver_flowcontrol_rejected_requests_total)")
+        .await;
     assert_eq!(value, "3");
 
     // The hand-written timing-ratio histogram parses too: its count (nanoseconds observed) grows.
@@ -169,4 +203,67 @@ async fn prometheus_scrapes_the_flowcontrol_metrics() {
     .await
     .expect("timing-ratio histogram scraped");
     assert!(count.parse::<f64>().expect("number") > 0.0, "{count}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_scrapes_the_secure_admin_listener_with_a_bearer_token() {
+    use std::collections::{BTreeMap, HashMap};
+    use support::app::AppBuilder;
+    use support::fake_apiserver::{FakeApiserver, FakeOptions, ReviewedUser};
+
+    if !prometheus_installed() {
+        eprintln!(
+            "SKIPPED: `prometheus` is not installed (run scripts/install-test-deps.sh as root)"
+        );
+        return;
+    }
+    // The fake's TokenReview knows the scraper's token; its SubjectAccessReview allows the group
+    // system:monitoring (as the ClusterRole in deploy/ does).
+    let scraper = ReviewedUser {
+        username: "system:serviceaccount:monitoring:prometheus".into(),
+        uid: "sa-uid".into(),
+        groups: vec!["system:monitoring".into()],
+        extra: BTreeMap::new(),
+    };
+    let upstream = FakeApiserver::start(FakeOptions {
+        tokens: HashMap::from([("scraper-token".to_string(), scraper)]),
+        ..FakeOptions::default()
+    })
+    .await;
+    let app = AppBuilder::new(&upstream.url)
+        .flag("--authentication-token-webhook")
+        .flag("--admin-secure")
+        .start()
+        .await;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = dir.path().join("proxy-ca.crt");
+    std::fs::write(&ca, app.serving_cert_pem()).expect("write CA");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "scraper-token").expect("write token");
+    let job = format!(
+        "  - job_name: apf-proxy-secure\n    scheme: https\n    authorization:\n      \
+         credentials_file: {}\n    tls_config:\n      ca_file: {}\n      \
+         server_name: localhost\n    static_configs:\n      - targets: ['{}']\n",
+        token.display(),
+        ca.display(),
+        app.app.running().admin_addr()
+    );
+    let config = write_config(dir.path(), &job);
+    let mut prometheus = Prometheus::start(dir.path(), &config);
+    let value = prometheus
+        .first_sample(
+            r#"sum(apiserver_flowcontrol_nominal_limit_seats{priority_level="global-default"})"#,
+        )
+        .await;
+    // ceil(600 × 20 / 245): global-default's shares of the bootstrap total at 400 + 200 seats.
+    assert_eq!(value, "49");
+    let up = prometheus
+        .first_sample(r#"up{job="apf-proxy-secure"}"#)
+        .await;
+    assert_eq!(up, "1");
+    assert!(
+        !upstream.access_reviews().is_empty(),
+        "the scrape was authorized by SubjectAccessReview"
+    );
 }
