@@ -5,7 +5,8 @@
 #      loopback stand-in for discovery that knows the kinds used, the ServiceMonitor CRD included,
 #      and answers 404 to every object). Schemas are not validated (no OpenAPI offline).
 #   2. the flow-control ConfigMap means the same as config/ (`kube-apf-proxy config dump` of both);
-#   3. promtool checks deploy/prometheus/prometheus.yml;
+#   3. promtool checks deploy/prometheus/prometheus.yml (syntax: its token and CA files are the
+#      Prometheus pod's);
 #   4. hadolint checks the Dockerfile.
 # The proxy flags in the static pod and the Dockerfile are parsed by `cargo test --test deploy_manifests`.
 # A missing tool is reported and its check skipped, unless CHECK_DEPLOY_STRICT=1.
@@ -92,8 +93,9 @@ fi
 
 # === 3: promtool ===
 if command -v promtool >/dev/null 2>&1; then
-  echo "== promtool check config deploy/prometheus/prometheus.yml"
-  promtool check config deploy/prometheus/prometheus.yml || fail "promtool"
+  # --syntax-only: the token and CA files it names exist only inside the Prometheus pod.
+  echo "== promtool check config --syntax-only deploy/prometheus/prometheus.yml"
+  promtool check config --syntax-only deploy/prometheus/prometheus.yml || fail "promtool"
 else
   missing "prometheus.yml" "promtool (Debian package prometheus; scripts/install-test-deps.sh)"
 fi

@@ -110,6 +110,37 @@ fn admin_port_matches_probes_service_and_scrape_config() {
 }
 
 #[test]
+fn the_admin_listener_is_secure_and_probed_and_scraped_over_https() {
+    let pod = static_pod();
+    let proxy = container(&pod, "kube-apf-proxy");
+    let args = strings(&proxy["args"]);
+    let opts = ServeOptions::try_parse_from(&args[1..]).expect("valid serve flags");
+    assert!(
+        opts.admin_secure(),
+        "the static pod's admin listener is secure"
+    );
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(proxy[probe]["httpGet"]["scheme"], "HTTPS", "{probe}");
+    }
+    let scrape: Value =
+        serde_yaml::from_str(&repo_file("deploy/prometheus/prometheus.yml")).expect("YAML");
+    let job = &scrape["scrape_configs"][0];
+    assert_eq!(job["scheme"], "https");
+    assert!(job["authorization"]["credentials_file"].is_string());
+    let monitor: Value =
+        serde_yaml::from_str(&repo_file("deploy/servicemonitor.yaml")).expect("YAML");
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["scheme"], "https");
+    assert!(endpoint["bearerTokenFile"].is_string());
+    // The proxy may create the reviews the admin listener sends.
+    let rbac = repo_file("deploy/rbac.yaml");
+    assert!(
+        rbac.contains("subjectaccessreviews"),
+        "rbac.yaml grants SubjectAccessReviews"
+    );
+}
+
+#[test]
 fn dockerfile_cmd_parses_as_serve_flags() {
     let dockerfile = repo_file("Dockerfile");
     let cmd = dockerfile
