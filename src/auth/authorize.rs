@@ -29,6 +29,7 @@ use k8s_openapi::api::authorization::v1::{
 };
 use tokio::time::Instant;
 
+use super::cached::{lock, InFlightEntry};
 use super::keyhash::{CacheKey, KeyHasher};
 use super::token_cache::ExpiringCache;
 use super::{Identity, TransportError};
@@ -203,7 +204,10 @@ impl Authorizer {
 impl Inner {
     async fn fetch(self: Arc<Self>, key: CacheKey, body: Bytes) -> Outcome {
         // Removed only after the answer is cached, so a new request finds one or the other.
-        let _entry = InFlightEntry { inner: &self, key };
+        let _entry = InFlightEntry {
+            in_flight: &self.in_flight,
+            key,
+        };
         let timeout = self.cfg.timeout;
         let outcome = match tokio::time::timeout(timeout, self.transport.review(body)).await {
             Err(_) => Err(AuthorizeError::Timeout(timeout)),
@@ -220,17 +224,6 @@ impl Inner {
             }
         }
         outcome
-    }
-}
-
-struct InFlightEntry<'a> {
-    inner: &'a Inner,
-    key: CacheKey,
-}
-
-impl Drop for InFlightEntry<'_> {
-    fn drop(&mut self) {
-        lock(&self.inner.in_flight).remove(&self.key);
     }
 }
 
@@ -276,13 +269,6 @@ fn decode(status: StatusCode, body: &[u8]) -> Outcome {
 /// apiserver's `RequestInfoFactory` derives it (so `GET /metrics` is `get`).
 pub fn non_resource_verb(method: &http::Method) -> String {
     method.as_str().to_ascii_lowercase()
-}
-
-// A poisoned lock only means another thread panicked mid-update; entries are whole.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

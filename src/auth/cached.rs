@@ -116,7 +116,10 @@ impl Inner {
     async fn fetch(self: Arc<Self>, key: CacheKey, token: Secret) -> Outcome {
         // Dropped only after the answer is cached, so a new request finds one or the other; and
         // dropped even if the review panics, so the key is not stuck with a failed lookup.
-        let _in_flight = InFlightEntry { inner: &self, key };
+        let _in_flight = InFlightEntry {
+            in_flight: &self.in_flight,
+            key,
+        };
         self.fetch_and_store(&key, &token).await
     }
 
@@ -147,20 +150,20 @@ impl Inner {
 }
 
 /// Removes a key's in-flight lookup when its review task ends, however it ends.
-struct InFlightEntry<'a> {
-    inner: &'a Inner,
-    key: CacheKey,
+pub(super) struct InFlightEntry<'a, L> {
+    pub(super) in_flight: &'a Mutex<HashMap<CacheKey, L>>,
+    pub(super) key: CacheKey,
 }
 
-impl Drop for InFlightEntry<'_> {
+impl<L> Drop for InFlightEntry<'_, L> {
     fn drop(&mut self) {
-        lock(&self.inner.in_flight).remove(&self.key);
+        lock(self.in_flight).remove(&self.key);
     }
 }
 
 // A poisoned lock only means another thread panicked mid-update of a cache; the map itself is
 // still consistent enough to keep serving (entries are inserted and removed whole).
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
