@@ -14,8 +14,8 @@
 //! - Concurrent reviews of the same attributes are coalesced into one, detached from the requests
 //!   that wait for it; at most `max_in_flight` distinct reviews run at once (more deny with
 //!   [`AuthorizeError::TooManyInFlight`]); each is bounded by `timeout`.
-//! - The cache key is a keyed hash of the review ([`super::keyhash`]); the cache is bounded
-//!   ([`super::token_cache`]), where the apiserver's is not.
+//! - The cache key is a keyed hash (HMAC-SHA256) of the whole review; the cache is bounded
+//!   (the TokenReview cache's expiring cache), where the apiserver's is not.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
