@@ -8,7 +8,7 @@
 //! The admin listener serves `/metrics` and the debug dumps without authentication on loopback
 //! (`127.0.0.1:8081`, the default), like the apiserver's insecure debug sockets; bound anywhere
 //! else it is secure by default (`--admin-secure`): HTTPS, the proxy's authenticators and a
-//! SubjectAccessReview per path ([`admin_gate`]).
+//! SubjectAccessReview per path ([`AdminGuard`]).
 
 mod admin_gate;
 mod admin_routes;
