@@ -10,6 +10,7 @@ pub mod auth;
 pub mod classify;
 pub mod cli;
 pub mod config;
+pub mod config_source;
 pub mod fairqueue;
 #[doc(hidden)]
 pub mod fuzzing;

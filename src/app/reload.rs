@@ -31,10 +31,10 @@ pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
     /// The new configuration is invalid (each problem has been logged).
-    #[error("the configuration in {} is invalid ({problems} problems); the last good one stays", dir.display())]
+    #[error("the configuration in {source_name} is invalid ({problems} problems); the last good one stays")]
     Invalid {
-        /// The directory.
-        dir: PathBuf,
+        /// The directory, or `<cluster>`.
+        source_name: String,
         /// How many problems were found.
         problems: usize,
     },
@@ -70,7 +70,23 @@ impl Reloader {
         let Some(dir) = &self.config_dir else {
             return Ok(());
         };
-        let loaded = match config::load_dir(dir) {
+        let applied = self.apply_loaded(&dir.display().to_string(), config::load_dir(dir), now);
+        if applied.is_ok() {
+            tracing::info!(dir = %dir.display(), "Configuration reloaded");
+        }
+        applied
+    }
+
+    /// Applies a loaded configuration from `source_name` (a directory, or the cluster) in place,
+    /// or refuses it whole, logging each problem and counting the reload either way. Queued and
+    /// executing requests survive a change; the last good configuration stays on refusal.
+    pub fn apply_loaded(
+        &self,
+        source_name: &str,
+        loaded: Result<config::Loaded, ConfigError>,
+        now: Instant,
+    ) -> Result<(), ReloadError> {
+        let loaded = match loaded {
             Ok(loaded) => loaded,
             Err(ConfigError::Invalid { problems, warnings }) => {
                 warnings
@@ -81,7 +97,7 @@ impl Reloader {
                 }
                 self.metrics.record_config_reload(false, SystemTime::now());
                 return Err(ReloadError::Invalid {
-                    dir: dir.clone(),
+                    source_name: source_name.to_string(),
                     problems: problems.len(),
                 });
             }
@@ -98,7 +114,6 @@ impl Reloader {
         }
         super::publish_limits(&self.metrics, &self.flow_control, None);
         self.metrics.record_config_reload(true, SystemTime::now());
-        tracing::info!(dir = %dir.display(), "Configuration reloaded");
         Ok(())
     }
 
