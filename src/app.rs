@@ -33,6 +33,7 @@ use tokio::time::Instant;
 use crate::auth::authorize::{AccessReviewTransport, Authorizer, AuthorizerConfig};
 use crate::auth::{AuthConfig, Authenticator, RequestHeaderConfig, TokenReviewConfig};
 use crate::config::Config;
+use crate::config_source::{ClusterSource, SourceMetrics};
 use crate::fairqueue::admission::AdmissionObserver;
 use crate::fairqueue::borrowing::{
     concurrency_denominator, BorrowingOutcome, BORROWING_ADJUSTMENT_PERIOD,
@@ -45,7 +46,8 @@ use crate::proxy::{
     WatchStream,
 };
 use crate::server::{
-    self, shutdown_channel, Running, ServeOptions, ServeParts, ShutdownSignal, ShutdownTrigger,
+    self, shutdown_channel, ConfigSource, Running, ServeOptions, ServeParts, ShutdownSignal,
+    ShutdownTrigger,
 };
 
 /// How often the upstream's `/metrics` is read for object counts (the apiserver updates its
@@ -142,7 +144,12 @@ impl App {
         );
         let admin_gate = admin_gate(&opts, &upstream, &authenticator, &metrics)?;
         let (end_watches, watches_end) = shutdown_channel();
-        let ready = Readiness::new();
+        let cluster_source = opts.config_source == ConfigSource::Cluster;
+        let ready = if cluster_source {
+            Readiness::with_config_source()
+        } else {
+            Readiness::new()
+        };
         let parts = ServeParts {
             handler: secure_handler(Arc::clone(&proxy), watches_end),
             client_ca_roots: Some(authenticator.client_ca_roots()),
@@ -153,6 +160,7 @@ impl App {
             ready: ready.serving.clone(),
             upstream_ready: Some(ready.upstream.clone()),
             admin_gate,
+            config_ready: ready.config_source.clone(),
         };
         let shutdown_delay = opts.shutdown_delay_duration;
         let reload_files = (opts.config_dir.clone(), cert_files(&opts), ca_files(&opts));
@@ -168,11 +176,21 @@ impl App {
             authenticator: Arc::clone(&authenticator),
             ca_files: reload_files.2,
         };
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(adjust_borrowing(flow_control, Arc::clone(&metrics))),
             tokio::spawn(refresh_object_counts(upstream.clone(), estimator)),
             tokio::spawn(reloader.clone().run()),
         ];
+        if let Some(config_ready) = &ready.config_source {
+            let source_metrics = SourceMetrics::register(metrics.registry())?;
+            let source = ClusterSource::new(
+                upstream.clone(),
+                reloader.clone(),
+                config_ready.clone(),
+                source_metrics,
+            );
+            tasks.push(tokio::spawn(source.run()));
+        }
         let readiness = tokio::spawn(wait_for_upstream(upstream, ready.upstream.clone()));
         tracing::info!(
             secure = %running.secure_addr(),

@@ -21,3 +21,37 @@ pub fn label_selector_is_valid(selector: &str) -> bool {
 pub fn field_selector_exact_match(selector: &str, field: &str) -> Option<Option<String>> {
     crate::request_info::field_selector_exact_match(selector, field)
 }
+
+/// Decodes `body` as a watch stream of FlowSchemas and, separately, of
+/// PriorityLevelConfigurations, in two pushes split at `split` and in one; asserts both give the
+/// same events; applies them to the cluster source's objects and loads the result.
+pub fn watch_stream(body: &[u8], split: usize) {
+    use crate::config_source::objects::{ClusterObjects, Kind};
+    use crate::config_source::watch_stream::WatchDecoder;
+    use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
+
+    fn decode<K: Kind + PartialEq + std::fmt::Debug>(
+        body: &[u8],
+        split: usize,
+        objects: &mut ClusterObjects,
+    ) {
+        let whole = WatchDecoder::new().push::<K>(body);
+        let mut decoder = WatchDecoder::new();
+        let parts = decoder.push::<K>(&body[..split]).and_then(|mut first| {
+            first.extend(decoder.push::<K>(&body[split..])?);
+            Ok(first)
+        });
+        if let (Ok(whole), Ok(parts)) = (&whole, &parts) {
+            assert_eq!(whole, parts, "the split point changes nothing");
+        }
+        let mut rv = String::new();
+        for event in whole.unwrap_or_default() {
+            objects.apply(event, &mut rv);
+        }
+    }
+
+    let mut objects = ClusterObjects::default();
+    decode::<PriorityLevelConfiguration>(body, split, &mut objects);
+    decode::<FlowSchema>(body, split, &mut objects);
+    let _ = objects.load();
+}

@@ -30,7 +30,7 @@ pub use duration::{format_duration, parse_duration, DurationError};
 pub use listener::{ConnectionLimits, Negotiated, SecureServer, ServerStats};
 pub use logging::{init_logging, verbosity_filter, LoggingError};
 pub use options::{
-    parse_upstream_url, IdentityForwarding, LogFormat, ServeOptions, UpstreamUrlError,
+    parse_upstream_url, ConfigSource, IdentityForwarding, LogFormat, ServeOptions, UpstreamUrlError,
 };
 pub use shutdown::{shutdown_channel, ShutdownSignal, ShutdownTrigger};
 pub use tls::{
@@ -102,6 +102,9 @@ pub struct ServeParts {
     /// (`--admin-secure`); without one, a secure admin listener refuses all but the health
     /// endpoints.
     pub admin_gate: Option<Arc<dyn AdminGate>>,
+    /// The `config-source` check of `/readyz` (`--config-source cluster`): false until the
+    /// first list has been applied.
+    pub config_ready: Option<ReadyFlag>,
 }
 
 impl ServeParts {
@@ -114,6 +117,7 @@ impl ServeParts {
             ready: ReadyFlag::new(true),
             upstream_ready: None,
             admin_gate: None,
+            config_ready: None,
         }
     }
 }
@@ -159,6 +163,7 @@ pub async fn start(opts: ServeOptions, parts: ServeParts) -> Result<Running, Ser
     let routes = AdminRoutes {
         ready: parts.ready.clone(),
         upstream: parts.upstream_ready,
+        config_source: parts.config_ready,
         other: parts.admin_routes,
         gate,
     };

@@ -10,6 +10,8 @@ mod admin;
 mod admin_secure;
 #[path = "proxy_e2e/authn.rs"]
 mod authn;
+#[path = "proxy_e2e/config_source.rs"]
+mod config_source;
 #[path = "proxy_e2e/curl.rs"]
 mod curl;
 #[path = "proxy_e2e/failures.rs"]

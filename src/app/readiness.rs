@@ -66,6 +66,8 @@ pub struct Readiness {
     pub upstream: ReadyFlag,
     /// Cleared by the server when shutdown starts.
     pub serving: ReadyFlag,
+    /// `--config-source cluster`: set once the first list of the cluster's objects is applied.
+    pub config_source: Option<ReadyFlag>,
 }
 
 impl Readiness {
@@ -74,12 +76,23 @@ impl Readiness {
         Readiness {
             upstream: ReadyFlag::new(false),
             serving: ReadyFlag::new(true),
+            config_source: None,
         }
     }
 
-    /// Whether `/readyz` passes: both checks do.
+    /// Not ready until the upstream answers and the cluster's configuration is applied.
+    pub fn with_config_source() -> Self {
+        Readiness {
+            config_source: Some(ReadyFlag::new(false)),
+            ..Readiness::new()
+        }
+    }
+
+    /// Whether `/readyz` passes: every check does.
     pub fn is_ready(&self) -> bool {
-        self.upstream.is_ready() && self.serving.is_ready()
+        self.upstream.is_ready()
+            && self.serving.is_ready()
+            && self.config_source.as_ref().is_none_or(ReadyFlag::is_ready)
     }
 }
 

@@ -259,7 +259,7 @@ fn parse_server(url: &str) -> Result<Uri, UpstreamConfigError> {
         Some("https") | Some("http") => {}
         _ => return Err(invalid("the scheme must be https or http")),
     }
-    if uri.host().map_or(true, str::is_empty) {
+    if uri.host().is_none_or(str::is_empty) {
         return Err(invalid("no host"));
     }
     if uri.query().is_some() {

@@ -8,7 +8,8 @@
 //! Mirrors the apiserver's `pkg/server/healthz/healthz.go` output: `ok` on success; with
 //! `?verbose`, one `[+]check ok` line per check and `<path> check passed`; on failure, 500 with
 //! `[-]check failed: reason withheld` lines and `<path> check failed`. The only checks are `ping`
-//! and, for `/readyz`, `shutdown` (failing once shutdown starts or while the caller says not ready);
+//! and, for `/readyz`, `upstream` and `config-source` (when the caller has them) and `shutdown`
+//! (failing once shutdown starts or while the caller says not ready);
 //! each is also served alone, as `/healthz/ping` or `/readyz/shutdown`.
 
 use std::net::SocketAddr;
@@ -78,6 +79,9 @@ pub struct AdminRoutes {
     /// The `upstream` check of `/readyz`, when the caller has one: false until the upstream has
     /// answered.
     pub upstream: Option<ReadyFlag>,
+    /// The `config-source` check of `/readyz`, when the configuration comes from the cluster:
+    /// false until the first list has been applied.
+    pub config_source: Option<ReadyFlag>,
     /// Every path other than the health endpoints (`/metrics`, `/debug/...`); it answers 404
     /// itself for paths it does not know. Without it such paths get a 404 Status.
     pub other: Option<Arc<dyn Handler>>,
@@ -90,6 +94,7 @@ impl std::fmt::Debug for AdminRoutes {
         f.debug_struct("AdminRoutes")
             .field("ready", &self.ready)
             .field("upstream", &self.upstream)
+            .field("config_source", &self.config_source)
             .field("other", &self.other.is_some())
             .field("gate", &self.gate.is_some())
             .finish()
@@ -102,6 +107,7 @@ impl AdminRoutes {
         Self {
             ready,
             upstream: None,
+            config_source: None,
             other: None,
             gate: None,
         }
@@ -124,6 +130,9 @@ impl AdminRoutes {
                 let mut checks = vec![("ping", true)];
                 if let Some(upstream) = &self.upstream {
                     checks.push(("upstream", upstream.is_ready()));
+                }
+                if let Some(config) = &self.config_source {
+                    checks.push(("config-source", config.is_ready()));
                 }
                 checks.push(("shutdown", self.ready.is_ready()));
                 checks

@@ -140,6 +140,13 @@ pub struct ServeOptions {
     #[arg(long, help_heading = "Flow control")]
     pub config_dir: Option<PathBuf>,
 
+    /// Where the flow-control configuration comes from: `dir` (--config-dir, or the embedded
+    /// default without it) or `cluster` (the upstream's flowcontrol.apiserver.k8s.io/v1
+    /// FlowSchemas and PriorityLevelConfigurations, listed and watched with the proxy's
+    /// credentials; /readyz waits for the first list).
+    #[arg(long, value_enum, default_value_t = ConfigSource::Dir, conflicts_with = "config_dir", help_heading = "Flow control")]
+    pub config_source: ConfigSource,
+
     /// Summed with --max-mutating-requests-inflight into the server's total concurrency limit.
     #[arg(long, default_value_t = 400, help_heading = "Flow control")]
     pub max_requests_inflight: u32,
@@ -229,6 +236,15 @@ pub enum IdentityForwarding {
     Requestheader,
 }
 
+/// Where the flow-control configuration comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ConfigSource {
+    /// Files: `--config-dir`, or the embedded default.
+    Dir,
+    /// The upstream's own `flowcontrol.apiserver.k8s.io/v1` objects, listed and watched.
+    Cluster,
+}
+
 /// The log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -315,7 +331,7 @@ pub fn parse_upstream_url(value: &str) -> Result<http::Uri, UpstreamUrlError> {
         Some("https") | Some("http") => {}
         _ => return Err(UpstreamUrlError::Scheme),
     }
-    if uri.host().map_or(true, str::is_empty) {
+    if uri.host().is_none_or(str::is_empty) {
         return Err(UpstreamUrlError::NoHost);
     }
     Ok(uri)

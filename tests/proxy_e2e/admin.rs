@@ -9,7 +9,7 @@ use crate::support::app::{eventually, request, within, AppBuilder, TestApp};
 use crate::support::fake_apiserver::FakeApiserver;
 use crate::support::{http1_client, read_body};
 
-async fn admin_get(addr: std::net::SocketAddr, path: &str) -> (StatusCode, String) {
+pub(crate) async fn admin_get(addr: std::net::SocketAddr, path: &str) -> (StatusCode, String) {
     let request = http::Request::get(format!("http://{addr}{path}"))
         .body(crate::support::body(bytes::Bytes::new()))
         .expect("request");

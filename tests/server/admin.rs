@@ -96,6 +96,7 @@ async fn other_admin_paths_go_to_the_given_routes() {
     let routes = AdminRoutes {
         ready: ReadyFlag::new(true),
         upstream: None,
+        config_source: None,
         other: Some(Arc::new(|request: Request<Incoming>| async move {
             http::Response::new(full_body(format!("metrics for {}", request.uri().path())))
         })),

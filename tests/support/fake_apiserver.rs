@@ -11,6 +11,9 @@
 //! - `POST /apis/authorization.k8s.io/v1/subjectaccessreviews` → allowed for user `prometheus`
 //!   or group `system:monitoring`, denied for anyone else (as the load harness's fake); 500 while
 //!   [`FakeApiserver::fail_access_reviews`] is set
+//! - `/apis/flowcontrol.apiserver.k8s.io/v1/...` → list, watch, get, create, replace and delete of
+//!   FlowSchemas and PriorityLevelConfigurations ([`super::fake_flowcontrol`], driven through
+//!   [`FakeApiserver::flowcontrol`])
 //! - `GET /stream` → the same test-driven stream as a watch, for a non-long-running request
 //! - `POST /upload` → reads the request body frame by frame, handing each data frame to the test
 //!   as it arrives ([`FakeApiserver::next_upload_chunk`]), then answers 200 with the whole body
@@ -39,6 +42,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Notify};
 use tokio_rustls::TlsAcceptor;
+
+use super::fake_flowcontrol::{Answer, FlowControlStore};
 
 use super::pki::{server_config, Issued, TestCa};
 
@@ -118,6 +123,7 @@ struct State {
     hang: Notify,
     reset: Notify,
     access_reviews_fail: std::sync::atomic::AtomicBool,
+    flowcontrol: FlowControlStore,
     access_review_specs: Mutex<Vec<serde_json::Value>>,
 }
 
@@ -160,6 +166,7 @@ impl FakeApiserver {
             hang: Notify::new(),
             reset: Notify::new(),
             access_reviews_fail: Default::default(),
+            flowcontrol: FlowControlStore::default(),
             access_review_specs: Mutex::new(Vec::new()),
         });
         let acceptor = options.tls.map(|tls| {
@@ -193,6 +200,11 @@ impl FakeApiserver {
     /// The `spec` of every SubjectAccessReview answered so far (failed ones not included).
     pub fn access_reviews(&self) -> Vec<serde_json::Value> {
         self.state.access_review_specs.lock().expect("lock").clone()
+    }
+
+    /// The flow-control objects it serves, lists and watches.
+    pub fn flowcontrol(&self) -> &FlowControlStore {
+        &self.state.flowcontrol
     }
 
     /// Every request received so far.
@@ -347,6 +359,20 @@ async fn route(
         (Method::POST, ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"]) => {
             subject_access_review(request, &state).await
         }
+        (method, ["apis", "flowcontrol.apiserver.k8s.io", "v1", resource, rest @ ..]) => {
+            let name = rest.first().copied();
+            let body = match request.into_body().collect().await {
+                Ok(body) => body.to_bytes(),
+                Err(_) => Bytes::new(),
+            };
+            match state
+                .flowcontrol
+                .answer(&method, resource, name, query, &body)
+            {
+                Answer::Json(status, value) => json(status, value),
+                Answer::Watch(rx) => event_stream(rx),
+            }
+        }
         (Method::GET, ["stream"]) => watch_stream(&state).await,
         (Method::POST, ["upload"]) => upload(request.into_body(), &state).await,
         (Method::GET, ["slow"]) => {
@@ -417,6 +443,21 @@ fn full(status: StatusCode, content_type: &str, body: Bytes) -> Response<Body> {
 
 fn json(status: StatusCode, value: serde_json::Value) -> Response<Body> {
     full(status, "application/json", Bytes::from(value.to_string()))
+}
+
+/// A 200 chunked stream of what `rx` yields, ending when its sender is dropped.
+fn event_stream(rx: mpsc::UnboundedReceiver<Bytes>) -> Response<Body> {
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|event| (Ok::<_, BoxError>(Frame::data(event)), rx))
+    });
+    let mut response = Response::new(StreamBody::new(stream).boxed_unsync());
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 async fn watch_stream(state: &State) -> Response<Body> {

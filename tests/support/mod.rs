@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod fake_apiserver;
+pub mod fake_flowcontrol;
 pub mod pki;
 pub mod tls_world;
 pub mod tools;

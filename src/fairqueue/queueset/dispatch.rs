@@ -190,7 +190,7 @@ impl<W> QueueSet<W> {
                 continue;
             }
             let finish = q.next_dispatch_r + self.store.at(q.head).total_work;
-            if best.map_or(true, |(b, _)| finish < b) {
+            if best.is_none_or(|(b, _)| finish < b) {
                 best = Some((finish, qi));
             }
         }

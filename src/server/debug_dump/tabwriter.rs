@@ -39,7 +39,7 @@ impl TabWriter {
             for (cell, width) in cells[..trailing].iter().zip(widths) {
                 out.push_str(cell);
                 let pad = width.saturating_sub(cell.chars().count());
-                out.extend(std::iter::repeat(self.pad_char).take(pad));
+                out.extend(std::iter::repeat_n(self.pad_char, pad));
             }
             out.push_str(cells[trailing]);
             if i < last {
