@@ -156,3 +156,35 @@ fn dockerfile_cmd_parses_as_serve_flags() {
     );
     assert!(dockerfile.contains("COPY config/ /etc/kube-apf-proxy/config/"));
 }
+
+#[test]
+fn the_cluster_config_variant_reads_the_cluster_and_is_otherwise_the_sidecar() {
+    use kube_apf_proxy::server::ConfigSource;
+    let variant: Value = serde_yaml::from_str(&repo_file(
+        "deploy/static-pod-cluster-config/kube-apiserver.yaml",
+    ))
+    .expect("YAML");
+    let args = strings(&container(&variant, "kube-apf-proxy")["args"]);
+    assert_eq!(args[0], "serve");
+    let opts = ServeOptions::try_parse_from(&args[1..]).expect("valid serve flags");
+    assert_eq!(opts.config_source, ConfigSource::Cluster);
+    assert_eq!(opts.config_dir, None);
+    // Everything else is the sidecar's.
+    let sidecar = static_pod();
+    let sidecar_args = strings(&container(&sidecar, "kube-apf-proxy")["args"]);
+    let differ: Vec<_> = args
+        .iter()
+        .filter(|a| !sidecar_args.contains(a))
+        .chain(sidecar_args.iter().filter(|a| !args.contains(a)))
+        .collect();
+    assert_eq!(
+        differ,
+        [
+            "--config-source=cluster",
+            "--config-dir=/etc/kubernetes/apf-proxy/flowcontrol"
+        ]
+    );
+    assert_eq!(variant["spec"]["volumes"], sidecar["spec"]["volumes"]);
+    let rbac = repo_file("deploy/rbac.yaml");
+    assert!(rbac.contains("prioritylevelconfigurations") && rbac.contains("\"watch\""));
+}

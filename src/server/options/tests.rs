@@ -243,3 +243,15 @@ fn the_admin_listener_is_secure_by_default_off_loopback() {
     );
     assert!(parse_err(&["--admin-tls-cert-file=c"]).contains("admin-tls-private-key-file"));
 }
+
+#[test]
+fn the_configuration_comes_from_a_directory_unless_cluster_is_asked_for() {
+    use super::ConfigSource;
+    assert_eq!(parse(&[]).config_source, ConfigSource::Dir);
+    assert_eq!(
+        parse(&["--config-source=cluster"]).config_source,
+        ConfigSource::Cluster
+    );
+    let error = parse_err(&["--config-source=cluster", "--config-dir=d"]);
+    assert!(error.contains("cannot be used with"), "{error}");
+}
