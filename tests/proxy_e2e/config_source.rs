@@ -198,3 +198,45 @@ async fn an_invalid_object_is_refused_whole_and_the_last_good_configuration_stay
     store.put(carol_to("other"));
     eventually("the fixed configuration applied", carol_is("other", &app)).await;
 }
+
+#[tokio::test]
+async fn kubectl_apply_of_a_flow_schema_changes_the_next_classification() {
+    use crate::support::tools;
+    if !tools::installed("kubectl", &["version", "--client"]) {
+        eprintln!("kubectl is not installed; skipping");
+        return;
+    }
+    let upstream = FakeApiserver::start_plain().await;
+    upstream.flowcontrol().put(level("team", 10));
+    let app = start(&upstream).await;
+    eventually("the first list applied", || config_source_ready(&app)).await;
+    assert_ne!(carol_uids(&app).await.1, Some("uid-team".into()));
+
+    // kubectl talks to the (fake) apiserver, as an operator would; the proxy watches it.
+    let manifest = app.path("carol.yaml");
+    let yaml = serde_yaml::to_string(&carol_to("team")).expect("YAML");
+    std::fs::write(
+        &manifest,
+        format!("apiVersion: flowcontrol.apiserver.k8s.io/v1\n{yaml}"),
+    )
+    .expect("write manifest");
+    let mut command = std::process::Command::new("kubectl");
+    command
+        .env("HOME", app.dir.path())
+        .env_remove("KUBECONFIG")
+        .arg(format!("--server={}", upstream.url))
+        .args(["--request-timeout=10s", "apply", "--validate=false", "-f"])
+        .arg(&manifest);
+    let output = tools::run_ok(command, "kubectl apply").await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("flowschema.flowcontrol.apiserver.k8s.io/carol created"),
+        "{stdout}"
+    );
+
+    eventually("the applied FlowSchema in force", carol_is("team", &app)).await;
+    assert_eq!(
+        carol_uids(&app).await,
+        (Some("uid-carol".into()), Some("uid-team".into()))
+    );
+}

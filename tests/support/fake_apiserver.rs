@@ -331,7 +331,14 @@ async fn route(
         .split('&')
         .any(|p| p == "watch=true" || p == "watch=1");
     match (request.method().clone(), segments.as_slice()) {
-        (Method::GET, ["api"] | ["apis"] | ["api", "v1"] | ["version"]) => discovery(&segments),
+        (
+            Method::GET,
+            ["api"]
+            | ["apis"]
+            | ["api", "v1"]
+            | ["version"]
+            | ["apis", "flowcontrol.apiserver.k8s.io", "v1"],
+        ) => discovery(&segments),
         (Method::GET, ["api", "v1", "namespaces", ns, "pods"]) if watch => {
             watch_stream(&state).await
         }
@@ -411,7 +418,21 @@ fn discovery(segments: &[&str]) -> Response<Body> {
     let document = match segments {
         ["api"] => serde_json::json!({"kind": "APIVersions", "versions": ["v1"],
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}),
-        ["apis"] => serde_json::json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []}),
+        ["apis"] => serde_json::json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+            {"name": "flowcontrol.apiserver.k8s.io",
+             "versions": [{"groupVersion": "flowcontrol.apiserver.k8s.io/v1", "version": "v1"}],
+             "preferredVersion": {"groupVersion": "flowcontrol.apiserver.k8s.io/v1", "version": "v1"}}]}),
+        ["apis", "flowcontrol.apiserver.k8s.io", "v1"] => {
+            let verbs = [
+                "create", "delete", "get", "list", "patch", "update", "watch",
+            ];
+            serde_json::json!({"kind": "APIResourceList", "apiVersion": "v1",
+            "groupVersion": "flowcontrol.apiserver.k8s.io/v1", "resources": [
+                {"name": "flowschemas", "singularName": "flowschema", "namespaced": false,
+                 "kind": "FlowSchema", "verbs": verbs},
+                {"name": "prioritylevelconfigurations", "singularName": "prioritylevelconfiguration",
+                 "namespaced": false, "kind": "PriorityLevelConfiguration", "verbs": verbs}]})
+        }
         ["version"] => {
             serde_json::json!({"major": "1", "minor": "32", "gitVersion": "v1.32.0-fake",
             "platform": "linux/amd64"})
