@@ -1,12 +1,13 @@
 //! TokenReview against the upstream. Mirrors
 //! `plugin/pkg/authenticator/token/webhook/webhook.go` with the delegating authenticator's
-//! settings (`authentication.k8s.io/v1`, 10s timeout, retry with backoff).
+//! settings (`authentication.k8s.io/v1`, 10s timeout, retry with backoff). The wire types are
+//! k8s-openapi's `TokenReview` and `Status`; the request's `metadata` is `{}` where Go writes
+//! `{"creationTimestamp": null}` (the apiserver reads both alike).
 //!
 //! Outcomes, as the apiserver's: a transport error or non-2xx status is an error (the request
 //! gets 401, and the error is never cached); `status.authenticated: false` is "not
 //! authenticated", and with a non-empty `status.error` it is an error carrying that text.
 
-use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use http::StatusCode;
-use serde::{Deserialize, Serialize};
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 
 use super::config::{RetryBackoff, TokenReviewConfig};
 use super::secret::Secret;
@@ -76,70 +78,14 @@ pub enum TokenReviewError {
     Crashed,
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewRequest<'a> {
-    kind: &'static str,
-    api_version: &'static str,
-    metadata: RequestMetadata,
-    spec: RequestSpec<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct RequestMetadata {
-    creation_timestamp: Option<()>,
-}
-
-#[derive(Serialize)]
-struct RequestSpec<'a> {
-    token: &'a str,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    audiences: &'a [String],
-}
-
-#[derive(Deserialize, Default)]
-struct ReviewResponse {
-    #[serde(default)]
-    status: ReviewStatus,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct ReviewStatus {
-    authenticated: bool,
-    user: UserInfo,
-    audiences: Vec<String>,
-    error: String,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct UserInfo {
-    username: String,
-    uid: String,
-    groups: Vec<String>,
-    extra: BTreeMap<String, Vec<String>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Status {
-    message: String,
-}
-
-/// The JSON body of a TokenReview for `token`.
+/// The JSON body of a TokenReview for `token` (k8s-openapi's `authentication/v1` type).
 pub(crate) fn request_body(token: &Secret, audiences: &[String]) -> Bytes {
-    let review = ReviewRequest {
-        kind: "TokenReview",
-        api_version: "authentication.k8s.io/v1",
-        metadata: RequestMetadata {
-            creation_timestamp: None,
+    let review = TokenReview {
+        spec: TokenReviewSpec {
+            token: Some(token.expose().to_owned()),
+            audiences: (!audiences.is_empty()).then(|| audiences.to_vec()),
         },
-        spec: RequestSpec {
-            token: token.expose(),
-            audiences,
-        },
+        ..TokenReview::default()
     };
     Bytes::from(
         serde_json::to_vec(&review).expect("invariant: a struct of strings always serializes"),
@@ -219,7 +165,7 @@ impl TokenReviewer {
         counters.failed.fetch_add(1, Relaxed);
         let message = serde_json::from_slice::<Status>(&body)
             .ok()
-            .map(|s| s.message)
+            .and_then(|s| s.message)
             .filter(|m| !m.is_empty())
             .map(|m| m.chars().take(512).collect())
             .unwrap_or_else(|| "no further information".to_string());
@@ -230,28 +176,30 @@ impl TokenReviewer {
     }
 
     fn interpret(&self, body: Bytes) -> Result<Option<Identity>, TokenReviewError> {
-        let review: ReviewResponse =
+        let review: TokenReview =
             serde_json::from_slice(&body).map_err(|e| TokenReviewError::Decode(e.to_string()))?;
-        let status = review.status;
+        let status = review.status.unwrap_or_default();
+        let answered = status.audiences.unwrap_or_default();
         // With API audiences, the answer's audiences (or, when it names none, ours) must meet
         // ours; otherwise the token is simply not authenticated.
         if !self.audiences.is_empty()
-            && !status.audiences.is_empty()
-            && !status.audiences.iter().any(|a| self.audiences.contains(a))
+            && !answered.is_empty()
+            && !answered.iter().any(|a| self.audiences.contains(a))
         {
             return Ok(None);
         }
-        if !status.authenticated {
-            if status.error.is_empty() {
-                return Ok(None);
-            }
-            return Err(TokenReviewError::Rejected(status.error));
+        if status.authenticated != Some(true) {
+            return match status.error.filter(|e| !e.is_empty()) {
+                None => Ok(None),
+                Some(error) => Err(TokenReviewError::Rejected(error)),
+            };
         }
+        let user = status.user.unwrap_or_default();
         Ok(Some(Identity {
-            user: status.user.username,
-            uid: status.user.uid,
-            groups: status.user.groups,
-            extra: status.user.extra,
+            user: user.username.unwrap_or_default(),
+            uid: user.uid.unwrap_or_default(),
+            groups: user.groups.unwrap_or_default(),
+            extra: user.extra.unwrap_or_default(),
         }))
     }
 }

@@ -32,9 +32,9 @@ async fn sends_a_v1_token_review_with_token_and_audiences() {
         transport.bodies(),
         vec![
             json!({"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
-                   "metadata": {"creationTimestamp": null}, "spec": {"token": "good1"}}),
+                   "metadata": {}, "spec": {"token": "good1"}}),
             json!({"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
-                   "metadata": {"creationTimestamp": null},
+                   "metadata": {},
                    "spec": {"token": "good2", "audiences": ["api", "vault"]}}),
         ]
     );
