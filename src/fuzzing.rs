@@ -55,3 +55,12 @@ pub fn watch_stream(body: &[u8], split: usize) {
     decode::<FlowSchema>(body, split, &mut objects);
     let _ = objects.load();
 }
+
+/// Parses `stdout` as an exec credential plugin's output (v1 asked for); a refusal never
+/// repeats the token it was given.
+pub fn exec_credential(stdout: &[u8]) {
+    use crate::proxy::exec_credential::parse_output;
+    let first = parse_output("plugin", "client.authentication.k8s.io/v1", stdout);
+    let second = parse_output("plugin", "client.authentication.k8s.io/v1", stdout);
+    assert_eq!(first, second, "deterministic");
+}

@@ -11,6 +11,7 @@
 
 mod client;
 mod error;
+pub mod exec_credential;
 mod forward;
 mod headers;
 mod kubeconfig;

@@ -14,6 +14,8 @@ mod authn;
 mod config_source;
 #[path = "proxy_e2e/curl.rs"]
 mod curl;
+#[path = "proxy_e2e/exec_plugin.rs"]
+mod exec_plugin;
 #[path = "proxy_e2e/failures.rs"]
 mod failures;
 #[path = "proxy_e2e/faults.rs"]

@@ -166,6 +166,7 @@ impl UpstreamClient {
             UpstreamAuth::Caller => &self.inner.without_identity,
             UpstreamAuth::ProxyCertificate | UpstreamAuth::Proxy => &self.inner.with_identity,
         };
+        let mut sent_token = None;
         if auth == UpstreamAuth::Proxy {
             if let Some(token) = self.inner.token.current().await? {
                 let mut value =
@@ -176,6 +177,7 @@ impl UpstreamClient {
                     })?;
                 value.set_sensitive(true);
                 request.headers_mut().insert(AUTHORIZATION, value);
+                sent_token = Some(token);
             }
         }
         let pool = if dedicated {
@@ -183,7 +185,13 @@ impl UpstreamClient {
         } else {
             &pools.pooled
         };
-        pool.send(request).await
+        let response = pool.send(request).await?;
+        if response.status() == http::StatusCode::UNAUTHORIZED {
+            if let Some(token) = sent_token {
+                self.inner.token.refused(&token).await;
+            }
+        }
+        Ok(response)
     }
 }
 

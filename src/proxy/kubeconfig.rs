@@ -3,14 +3,17 @@
 //! Mirrors client-go's `tools/clientcmd` loading of a single file: the current context's cluster
 //! (`server`, `certificate-authority(-data)`, `insecure-skip-tls-verify`) and user
 //! (`client-certificate(-data)`, `client-key(-data)`, `token`, `tokenFile`). Relative paths are
-//! resolved against the kubeconfig's directory, as client-go does. Differences: no merging of
-//! several files (`KUBECONFIG=a:b`), and exec / auth-provider plugins, basic auth and
-//! `tls-server-name` / `proxy-url` are refused with a clear error rather than half supported.
+//! resolved against the kubeconfig's directory, as client-go does. Exec credential plugins are
+//! run as client-go runs them ([`super::exec_credential`]). Differences: no merging of several
+//! files (`KUBECONFIG=a:b`), and auth-provider plugins, basic auth and `tls-server-name` /
+//! `proxy-url` are refused with a clear error rather than half supported.
 
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use serde::Deserialize;
+
+use super::exec_credential::{validate, ExecCluster, ExecConfig};
 
 /// Why a kubeconfig cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +45,9 @@ pub enum KubeconfigError {
         /// The field path.
         field: String,
     },
+    /// The exec credential plugin stanza is unusable.
+    #[error("kubeconfig: {0}")]
+    Exec(String),
     /// A feature the proxy does not implement.
     #[error("kubeconfig: {0} is not supported by kube-apf-proxy; use a token, tokenFile or client certificate")]
     Unsupported(String),
@@ -102,7 +108,7 @@ struct User {
     #[serde(rename = "tokenFile")]
     token_file: Option<String>,
     username: Option<String>,
-    exec: Option<serde_yaml::Value>,
+    exec: Option<ExecConfig>,
     auth_provider: Option<serde_yaml::Value>,
 }
 
@@ -139,6 +145,9 @@ pub struct KubeconfigContext {
     pub token: Option<String>,
     /// A bearer token file, re-read as it rotates.
     pub token_file: Option<PathBuf>,
+    /// An exec credential plugin (used when neither token nor token file is set, as client-go
+    /// lets an explicit bearer token win), and the cluster it may be told about.
+    pub exec: Option<(ExecConfig, ExecCluster)>,
 }
 
 impl Kubeconfig {
@@ -209,6 +218,13 @@ impl Kubeconfig {
             )?,
             token: user.token.clone().filter(|t| !t.is_empty()),
             token_file: user.token_file.as_ref().filter(|p| !p.is_empty()).map(path),
+            exec: match &user.exec {
+                None => None,
+                Some(exec) => Some((
+                    exec_config(exec, base_dir)?,
+                    exec_cluster(cluster, base_dir),
+                )),
+            },
         })
     }
 }
@@ -229,9 +245,6 @@ fn find<'a, N, T>(
 
 fn check_supported(cluster: &Cluster, user: &User, user_name: &str) -> Result<(), KubeconfigError> {
     let unsupported = |what: &str| Err(KubeconfigError::Unsupported(what.to_string()));
-    if user.exec.is_some() {
-        return unsupported(&format!("the exec credential plugin of user {user_name:?}"));
-    }
     if user.auth_provider.is_some() {
         return unsupported(&format!("the auth-provider of user {user_name:?}"));
     }
@@ -245,6 +258,37 @@ fn check_supported(cluster: &Cluster, user: &User, user_name: &str) -> Result<()
         return unsupported("cluster.proxy-url");
     }
     Ok(())
+}
+
+/// The `exec` stanza, checked; a relative command path (with a slash) is taken from the
+/// kubeconfig's directory, as client-go resolves it.
+fn exec_config(exec: &ExecConfig, base_dir: &Path) -> Result<ExecConfig, KubeconfigError> {
+    validate(exec).map_err(|e| KubeconfigError::Exec(e.to_string()))?;
+    let mut exec = exec.clone();
+    if exec.command.contains('/') && Path::new(&exec.command).is_relative() {
+        exec.command = base_dir.join(&exec.command).display().to_string();
+    }
+    Ok(exec)
+}
+
+/// What `provideClusterInfo` tells the plugin: the server, the CA (inline, or the file's
+/// content when it can be read) and `insecure-skip-tls-verify`.
+fn exec_cluster(cluster: &Cluster, base_dir: &Path) -> ExecCluster {
+    let certificate_authority_data = match (
+        &cluster.certificate_authority_data,
+        &cluster.certificate_authority,
+    ) {
+        (Some(data), _) if !data.is_empty() => data.split_whitespace().collect(),
+        (_, Some(file)) if !file.is_empty() => std::fs::read(base_dir.join(file))
+            .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    ExecCluster {
+        server: cluster.server.clone(),
+        certificate_authority_data,
+        insecure_skip_tls_verify: cluster.insecure_skip_tls_verify,
+    }
 }
 
 /// client-go prefers `*-data` over the file when both are set.

@@ -12,6 +12,7 @@ use http::Uri;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+use super::exec_credential::ExecPlugin;
 use super::kubeconfig::{Kubeconfig, KubeconfigContext, KubeconfigError, PemSource};
 
 /// The service account directory of a pod.
@@ -105,7 +106,17 @@ pub enum Credential {
     Token(String),
     /// A token file, re-read periodically (tokens rotate).
     TokenFile(PathBuf),
+    /// A kubeconfig exec credential plugin, run when its token is due.
+    Exec(std::sync::Arc<ExecPlugin>),
 }
+
+impl PartialEq for ExecPlugin {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for ExecPlugin {}
 
 // Tokens never reach logs.
 impl std::fmt::Debug for Credential {
@@ -114,6 +125,7 @@ impl std::fmt::Debug for Credential {
             Credential::None => f.write_str("None"),
             Credential::Token(_) => f.write_str("Token(<redacted>)"),
             Credential::TokenFile(p) => f.debug_tuple("TokenFile").field(p).finish(),
+            Credential::Exec(_) => f.write_str("Exec(<plugin>)"),
         }
     }
 }
@@ -236,7 +248,12 @@ fn resolve_context(ctx: KubeconfigContext) -> Result<ResolvedUpstream, UpstreamC
             read_bounded(&file)?;
             Credential::TokenFile(file)
         }
-        (None, None) => Credential::None,
+        (None, None) => match ctx.exec {
+            Some((config, cluster)) => {
+                Credential::Exec(std::sync::Arc::new(ExecPlugin::new(config, cluster)))
+            }
+            None => Credential::None,
+        },
     };
     Ok(ResolvedUpstream {
         server,

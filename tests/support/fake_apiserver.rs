@@ -14,6 +14,7 @@
 //! - `/apis/flowcontrol.apiserver.k8s.io/v1/...` → list, watch, get, create, replace and delete of
 //!   FlowSchemas and PriorityLevelConfigurations ([`super::fake_flowcontrol`], driven through
 //!   [`FakeApiserver::flowcontrol`])
+//! - `GET /unauthorized` → 401 `Status` (an expired credential, as the apiserver answers it)
 //! - `GET /stream` → the same test-driven stream as a watch, for a non-long-running request
 //! - `POST /upload` → reads the request body frame by frame, handing each data frame to the test
 //!   as it arrives ([`FakeApiserver::next_upload_chunk`]), then answers 200 with the whole body
@@ -380,6 +381,12 @@ async fn route(
                 Answer::Watch(rx) => event_stream(rx),
             }
         }
+        (Method::GET, ["unauthorized"]) => json(
+            StatusCode::UNAUTHORIZED,
+            serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized",
+                "code": 401}),
+        ),
         (Method::GET, ["stream"]) => watch_stream(&state).await,
         (Method::POST, ["upload"]) => upload(request.into_body(), &state).await,
         (Method::GET, ["slow"]) => {

@@ -31,6 +31,13 @@ impl TokenSource {
         }
     }
 
+    /// The upstream answered 401 to `token`: an exec plugin's credential is fetched again.
+    pub(super) async fn refused(&self, token: &str) {
+        if let Credential::Exec(plugin) = &self.credential {
+            plugin.invalidate(token).await;
+        }
+    }
+
     pub(super) fn is_configured(&self) -> bool {
         !matches!(self.credential, Credential::None)
     }
@@ -42,6 +49,13 @@ impl TokenSource {
             Credential::None => return Ok(None),
             Credential::Token(token) => return Ok(Some(token.clone())),
             Credential::TokenFile(path) => path,
+            Credential::Exec(plugin) => {
+                return plugin
+                    .token()
+                    .await
+                    .map(Some)
+                    .map_err(|e| UpstreamError::Unavailable(e.into()))
+            }
         };
         let now = Instant::now();
         if let Some(token) = self.fresh(now) {

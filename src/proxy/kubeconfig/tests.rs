@@ -81,8 +81,13 @@ fn refuses_what_it_cannot_do_with_a_clear_error() {
     let cases = [
         (
             "    tokenFile: /var/run/token",
+            "    exec:\n      command: aws\n      apiVersion: client.authentication.k8s.io/v1\n      interactiveMode: Always",
+            "no terminal",
+        ),
+        (
+            "    tokenFile: /var/run/token",
             "    exec:\n      command: aws",
-            "exec credential plugin",
+            "exec.apiVersion",
         ),
         (
             "    tokenFile: /var/run/token",
@@ -103,6 +108,23 @@ fn refuses_what_it_cannot_do_with_a_clear_error() {
             .expect_err("unsupported");
         assert!(err.to_string().contains(want), "{err}");
     }
+}
+
+#[test]
+fn reads_an_exec_plugin_with_the_cluster_it_may_be_told_about() {
+    let exec = "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      command: ./bin/get-token\n      args: [--region, eu]\n      env:\n      - {name: AWS_PROFILE, value: ops}\n      installHint: install get-token\n      provideClusterInfo: true\n      interactiveMode: IfAvailable";
+    let text = with_context(&FULL.replace("    tokenFile: /var/run/token", exec), "dev");
+    let ctx = Kubeconfig::parse(&text)
+        .expect("parse")
+        .current(Path::new("/home/me/.kube"))
+        .expect("exec is supported");
+    let (config, cluster) = ctx.exec.expect("an exec plugin");
+    assert_eq!(config.command, "/home/me/.kube/./bin/get-token");
+    assert_eq!(config.args, ["--region", "eu"]);
+    assert_eq!(config.env[0].name, "AWS_PROFILE");
+    assert_eq!(config.install_hint, "install get-token");
+    assert!(config.provide_cluster_info);
+    assert_eq!(cluster.server, ctx.server);
 }
 
 #[test]

@@ -1,0 +1,444 @@
+//! kubeconfig exec credential plugins (`users[].user.exec`): `aws eks get-token`,
+//! `gke-gcloud-auth-plugin`, `kubelogin` and the like, run as client-go runs them
+//! (`plugin/pkg/client/auth/exec/exec.go`):
+//!
+//! - the command with its `args` and `env` added to the proxy's environment, standard input
+//!   closed (the proxy never has a terminal: `interactiveMode: Always` is refused when the
+//!   kubeconfig is read, `IfAvailable` and `Never` run without one), standard error passed
+//!   through to the proxy's, and `KUBERNETES_EXEC_INFO` holding an `ExecCredential` with
+//!   `spec.interactive: false` and, with `provideClusterInfo`, `spec.cluster` (server, CA data,
+//!   insecure-skip-tls-verify);
+//! - its standard output must be an `ExecCredential` of the configured `apiVersion`
+//!   (`client.authentication.k8s.io/v1` or `v1beta1`) whose `status` holds a `token` (client
+//!   certificates are refused with a clear error: see the README);
+//! - the credential is cached until `status.expirationTimestamp` (for ever without one), run
+//!   again [`REFRESH_MARGIN`] before it expires, and after the upstream answered 401 to it;
+//!   concurrent requests share one run;
+//! - a command that is missing (its `installHint` in the error), exits non-zero, runs longer
+//!   than [`PLUGIN_TIMEOUT`] (it is killed), or prints something that is not a credential is an
+//!   error that names the command and never what it printed; the last good credential is used
+//!   while it has not expired.
+//!
+//! Where we differ: client-go has no timeout (a hung plugin hangs its client); output beyond
+//! [`MAX_OUTPUT_BYTES`] is refused.
+
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncReadExt;
+
+/// How long one plugin run may take before it is killed.
+pub const PLUGIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// A credential is refreshed this long before its `expirationTimestamp`.
+pub const REFRESH_MARGIN: Duration = Duration::from_secs(10);
+/// The most a plugin may print on standard output.
+pub const MAX_OUTPUT_BYTES: usize = 1 << 20;
+
+/// The API versions of `ExecCredential` the proxy speaks.
+pub const API_VERSIONS: [&str; 2] = [
+    "client.authentication.k8s.io/v1",
+    "client.authentication.k8s.io/v1beta1",
+];
+
+/// The kubeconfig's `exec` stanza.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecConfig {
+    /// The program.
+    pub command: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment variables added to the proxy's.
+    #[serde(default)]
+    pub env: Vec<ExecEnvVar>,
+    /// The `ExecCredential` version to exchange.
+    #[serde(default)]
+    pub api_version: String,
+    /// Shown when the command cannot be found.
+    #[serde(default)]
+    pub install_hint: String,
+    /// Pass the cluster in `KUBERNETES_EXEC_INFO`.
+    #[serde(default)]
+    pub provide_cluster_info: bool,
+    /// `Never`, `IfAvailable` or `Always`.
+    #[serde(default)]
+    pub interactive_mode: String,
+}
+
+/// One `env` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+pub struct ExecEnvVar {
+    /// The variable.
+    pub name: String,
+    /// Its value.
+    pub value: String,
+}
+
+/// The cluster a plugin is told about with `provideClusterInfo`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ExecCluster {
+    /// The apiserver URL.
+    pub server: String,
+    /// The CA bundle, base64 (`certificate-authority-data`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub certificate_authority_data: String,
+    /// `insecure-skip-tls-verify`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_tls_verify: bool,
+}
+
+/// Why the plugin gave no usable credential. Never carries what the plugin printed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    /// The kubeconfig's `exec` stanza is unusable.
+    #[error("exec plugin: {0}")]
+    Config(String),
+    /// The command is not there.
+    #[error("exec plugin: executable {command} not found{hint}")]
+    NotFound {
+        /// The command.
+        command: String,
+        /// `\n\n` and the `installHint`, or empty.
+        hint: String,
+    },
+    /// It could not be started, or its output not read.
+    #[error("exec plugin {command}: {reason}")]
+    Run {
+        /// The command.
+        command: String,
+        /// Why.
+        reason: String,
+    },
+    /// It exited unsuccessfully.
+    #[error("exec plugin {command}: exited with {status}")]
+    Failed {
+        /// The command.
+        command: String,
+        /// Its exit status.
+        status: String,
+    },
+    /// It ran longer than the timeout and was killed.
+    #[error("exec plugin {command}: no credential within {timeout:?}; killed")]
+    Timeout {
+        /// The command.
+        command: String,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// What it printed is not a credential.
+    #[error("exec plugin {command}: {reason}")]
+    Invalid {
+        /// The command.
+        command: String,
+        /// What is wrong (never the output itself).
+        reason: String,
+    },
+}
+
+/// A credential the plugin printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ExecCredential {
+    /// The bearer token.
+    pub token: String,
+    /// When it expires; `None`: never.
+    pub expires: Option<Timestamp>,
+}
+
+// Tokens never reach logs.
+impl std::fmt::Debug for ExecCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecCredential")
+            .field("token", &"<redacted>")
+            .field("expires", &self.expires)
+            .finish()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Output {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    status: Option<OutputStatus>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct OutputStatus {
+    #[serde(default)]
+    token: String,
+    expiration_timestamp: Option<String>,
+    #[serde(default)]
+    client_certificate_data: String,
+    #[serde(default)]
+    client_key_data: String,
+}
+
+/// Checks the `exec` stanza as client-go does when it builds the authenticator.
+pub fn validate(config: &ExecConfig) -> Result<(), ExecError> {
+    if config.command.is_empty() {
+        return Err(ExecError::Config("exec.command is empty".into()));
+    }
+    if !API_VERSIONS.contains(&config.api_version.as_str()) {
+        return Err(ExecError::Config(format!(
+            "exec.apiVersion {:?} is not one of {}",
+            config.api_version,
+            API_VERSIONS.join(", ")
+        )));
+    }
+    match config.interactive_mode.as_str() {
+        "" | "Never" | "IfAvailable" => Ok(()),
+        "Always" => Err(ExecError::Config(format!(
+            "exec plugin {} has interactiveMode Always, but the proxy has no terminal to give it; \
+             configure the plugin to get its credential without one (IfAvailable or Never)",
+            config.command
+        ))),
+        other => Err(ExecError::Config(format!(
+            "exec.interactiveMode {other:?} is not Never, IfAvailable or Always"
+        ))),
+    }
+}
+
+/// Parses what a plugin printed; `api_version` is the one asked for.
+pub fn parse_output(
+    command: &str,
+    api_version: &str,
+    stdout: &[u8],
+) -> Result<ExecCredential, ExecError> {
+    let invalid = |reason: String| ExecError::Invalid {
+        command: command.to_string(),
+        reason,
+    };
+    let output: Output = serde_json::from_slice(stdout).map_err(|e| {
+        invalid(format!(
+            "its output is not an ExecCredential (JSON error at line {}, column {})",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    if output.kind != "ExecCredential" {
+        return Err(invalid(format!(
+            "its output has kind {:?}, not ExecCredential",
+            output.kind
+        )));
+    }
+    if output.api_version != api_version {
+        return Err(invalid(format!(
+            "its output has apiVersion {:?}, but {api_version} was asked for",
+            output.api_version
+        )));
+    }
+    let status = output
+        .status
+        .ok_or_else(|| invalid("its output has no status".into()))?;
+    if status.token.is_empty() {
+        let reason = if status.client_certificate_data.is_empty()
+            && status.client_key_data.is_empty()
+        {
+            "its output has no status.token".to_string()
+        } else {
+            "it gives a client certificate, which the proxy does not take from exec plugins yet; a token is needed".to_string()
+        };
+        return Err(invalid(reason));
+    }
+    let expires = match status.expiration_timestamp.filter(|t| !t.is_empty()) {
+        None => None,
+        Some(text) => Some(text.parse::<Timestamp>().map_err(|_| {
+            invalid("its status.expirationTimestamp is not an RFC 3339 time".into())
+        })?),
+    };
+    Ok(ExecCredential {
+        token: status.token,
+        expires,
+    })
+}
+
+/// The wall-clock time now (expiration timestamps are wall-clock times).
+pub fn now() -> Timestamp {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let seconds = i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX);
+    let nanos = i32::try_from(since_epoch.subsec_nanos()).unwrap_or(0);
+    Timestamp::new(seconds, nanos).unwrap_or(Timestamp::MAX)
+}
+
+/// Whether `credential` is still good at `now`, with [`REFRESH_MARGIN`] to spare.
+pub fn is_fresh(credential: &ExecCredential, now: Timestamp) -> bool {
+    credential.expires.is_none_or(|expires| {
+        let margin = k8s_openapi::jiff::SignedDuration::try_from(REFRESH_MARGIN)
+            .unwrap_or(k8s_openapi::jiff::SignedDuration::ZERO);
+        expires
+            .checked_sub(margin)
+            .is_ok_and(|refresh_at| now < refresh_at)
+    })
+}
+
+/// Whether `credential` may still be used at all at `now` (a stale but unexpired one is kept
+/// when a refresh fails).
+pub fn is_unexpired(credential: &ExecCredential, now: Timestamp) -> bool {
+    credential.expires.is_none_or(|expires| now < expires)
+}
+
+/// Runs plugins; counts their runs.
+#[derive(Debug)]
+pub struct ExecPlugin {
+    config: ExecConfig,
+    cluster: ExecCluster,
+    timeout: Duration,
+    cached: tokio::sync::Mutex<Option<ExecCredential>>,
+    runs: AtomicU64,
+    failures: AtomicU64,
+}
+
+impl ExecPlugin {
+    /// A plugin for `config` (already [`validate`]d), telling it about `cluster` when asked.
+    pub fn new(config: ExecConfig, cluster: ExecCluster) -> Self {
+        Self::with_timeout(config, cluster, PLUGIN_TIMEOUT)
+    }
+
+    /// [`ExecPlugin::new`] with another run timeout.
+    pub fn with_timeout(config: ExecConfig, cluster: ExecCluster, timeout: Duration) -> Self {
+        ExecPlugin {
+            config,
+            cluster,
+            timeout,
+            cached: tokio::sync::Mutex::new(None),
+            runs: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+        }
+    }
+
+    /// `(runs, failed runs)` so far.
+    pub fn runs(&self) -> (u64, u64) {
+        (
+            self.runs.load(Ordering::Relaxed),
+            self.failures.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The current token: cached while fresh, else from one run shared by every caller waiting
+    /// meanwhile. A failed run keeps an unexpired cached token.
+    pub async fn token(&self) -> Result<String, ExecError> {
+        let mut cached = self.cached.lock().await;
+        let now = now();
+        if let Some(credential) = cached.as_ref().filter(|c| is_fresh(c, now)) {
+            return Ok(credential.token.clone());
+        }
+        match self.run().await {
+            Ok(credential) => {
+                let token = credential.token.clone();
+                *cached = Some(credential);
+                Ok(token)
+            }
+            Err(error) => match cached.as_ref().filter(|c| is_unexpired(c, now)) {
+                Some(stale) => {
+                    tracing::warn!(%error, "Exec plugin failed; keeping the unexpired credential");
+                    Ok(stale.token.clone())
+                }
+                None => Err(error),
+            },
+        }
+    }
+
+    /// The upstream refused `token` (401): the next request runs the plugin again, unless a
+    /// newer credential is already cached.
+    pub async fn invalidate(&self, token: &str) {
+        let mut cached = self.cached.lock().await;
+        if cached.as_ref().is_some_and(|c| c.token == token) {
+            *cached = None;
+        }
+    }
+
+    async fn run(&self) -> Result<ExecCredential, ExecError> {
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        let result = self.run_once().await;
+        if let Err(error) = &result {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%error, "Exec credential plugin failed");
+        }
+        result
+    }
+
+    async fn run_once(&self) -> Result<ExecCredential, ExecError> {
+        let command = &self.config.command;
+        let run_error = |reason: String| ExecError::Run {
+            command: command.clone(),
+            reason,
+        };
+        let mut child = tokio::process::Command::new(command)
+            .args(&self.config.args)
+            .envs(self.config.env.iter().map(|e| (&e.name, &e.value)))
+            .env("KUBERNETES_EXEC_INFO", self.exec_info())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|error| match error.kind() {
+                std::io::ErrorKind::NotFound => ExecError::NotFound {
+                    command: command.clone(),
+                    hint: if self.config.install_hint.is_empty() {
+                        String::new()
+                    } else {
+                        format!("\n\n{}", self.config.install_hint)
+                    },
+                },
+                _ => run_error(error.to_string()),
+            })?;
+        let mut stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| run_error("no standard output".into()))?;
+        let run = async {
+            let mut out = Vec::new();
+            (&mut stdout)
+                .take(MAX_OUTPUT_BYTES as u64 + 1)
+                .read_to_end(&mut out)
+                .await
+                .map_err(|e| run_error(format!("reading its output: {e}")))?;
+            let status = child.wait().await.map_err(|e| run_error(e.to_string()))?;
+            Ok::<_, ExecError>((out, status))
+        };
+        let (out, status) = tokio::time::timeout(self.timeout, run)
+            .await
+            .map_err(|_| ExecError::Timeout {
+                command: command.clone(),
+                timeout: self.timeout,
+            })??;
+        if !status.success() {
+            return Err(ExecError::Failed {
+                command: command.clone(),
+                status: status.to_string(),
+            });
+        }
+        if out.len() > MAX_OUTPUT_BYTES {
+            return Err(ExecError::Invalid {
+                command: command.clone(),
+                reason: format!("it printed more than {MAX_OUTPUT_BYTES} bytes"),
+            });
+        }
+        parse_output(command, &self.config.api_version, &out)
+    }
+
+    /// `KUBERNETES_EXEC_INFO`: an `ExecCredential` with the spec client-go sends.
+    fn exec_info(&self) -> String {
+        let mut spec = serde_json::json!({"interactive": false});
+        if self.config.provide_cluster_info {
+            spec["cluster"] = serde_json::to_value(&self.cluster).unwrap_or_default();
+        }
+        serde_json::json!({"kind": "ExecCredential", "apiVersion": self.config.api_version,
+            "spec": spec})
+        .to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests;

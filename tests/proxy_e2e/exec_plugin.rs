@@ -1,0 +1,72 @@
+//! A kubeconfig whose user is an exec credential plugin (a real process: a shell script the test
+//! writes): its token reaches the upstream, the plugin runs once while the token is valid and
+//! again after the upstream answers 401.
+
+use std::path::Path;
+
+use crate::support::app::{AppBuilder, TestApp};
+use crate::support::fake_apiserver::FakeApiserver;
+
+/// A plugin printing `tok-N` (N = its run count) valid for an hour; counts runs in `dir/runs`.
+fn plugin(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("get-token");
+    let script = format!(
+        r#"#!/bin/sh
+echo run >> '{dir}/runs'
+n=$(wc -l < '{dir}/runs' | tr -d ' ')
+expires=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)
+printf '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{{"token":"tok-%s","expirationTimestamp":"%s"}}}}\n' "$n" "$expires"
+"#,
+        dir = dir.display()
+    );
+    std::fs::write(&path, script).expect("write plugin");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+fn runs(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("runs"))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+async fn start(upstream: &FakeApiserver, dir: &Path) -> TestApp {
+    let kubeconfig = dir.join("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: '{server}'}}\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {plugin}\n      interactiveMode: IfAvailable\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n",
+        server = upstream.url,
+        plugin = plugin(dir).display(),
+    );
+    std::fs::write(&kubeconfig, text).expect("write kubeconfig");
+    AppBuilder::new(&upstream.url)
+        .token_file()
+        .flag(format!("--kubeconfig={}", kubeconfig.display()))
+        .flag("--identity-forwarding=impersonate")
+        .start()
+        .await
+}
+
+#[tokio::test]
+async fn the_plugins_token_reaches_the_upstream_and_a_401_fetches_a_new_one() {
+    let upstream = FakeApiserver::start_plain().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = start(&upstream, dir.path()).await;
+    let client = app.client();
+    let token = Some(crate::support::app::STATIC_TOKEN);
+
+    client.get("/api/v1/namespaces/ns/pods/a", token).await;
+    client.get("/api/v1/namespaces/ns/pods/b", token).await;
+    let sent = upstream.last_request_to("/api/v1/namespaces/ns/pods/b");
+    assert_eq!(sent.header_values("authorization"), ["Bearer tok-1"]);
+    let after_two = runs(dir.path());
+    assert_eq!(after_two, 1, "one run while the credential is valid");
+
+    // The upstream refuses the credential: the next request gets a fresh one.
+    let refused = client.get("/unauthorized", token).await;
+    assert_eq!(refused.status(), http::StatusCode::UNAUTHORIZED);
+    client.get("/api/v1/namespaces/ns/pods/c", token).await;
+    let sent = upstream.last_request_to("/api/v1/namespaces/ns/pods/c");
+    assert_eq!(sent.header_values("authorization"), ["Bearer tok-2"]);
+    assert_eq!(runs(dir.path()), 2);
+}
