@@ -240,3 +240,59 @@ async fn kubectl_apply_of_a_flow_schema_changes_the_next_classification() {
         (Some("uid-carol".into()), Some("uid-team".into()))
     );
 }
+
+#[tokio::test]
+async fn queued_and_executing_requests_survive_a_change_from_the_cluster() {
+    let upstream = FakeApiserver::start_plain().await;
+    let store = upstream.flowcontrol();
+    store.put(level("team", 1));
+    let mut carol = carol_to("team");
+    carol["spec"]["rules"][0]["nonResourceRules"] =
+        serde_json::json!([{"verbs": ["*"], "nonResourceURLs": ["*"]}]);
+    store.put(carol.clone());
+    // Two seats in all: team's nominal share is one seat.
+    let app = AppBuilder::new(&upstream.url)
+        .token_file()
+        .flag("--config-source=cluster")
+        .flag("--max-requests-inflight=1")
+        .flag("--max-mutating-requests-inflight=1")
+        .start()
+        .await;
+    eventually("the first list applied", || config_source_ready(&app)).await;
+    let client = app.client_with(None, Version::HTTP_11);
+    let spawn = || {
+        let client = client.clone();
+        tokio::spawn(async move { client.get("/hang", Some(STATIC_TOKEN)).await.status() })
+    };
+    let executing = spawn();
+    eventually("one executing", || app.level("team").executing == 1).await;
+    let queued = spawn();
+    eventually("one queued", || app.level("team").waiting == 1).await;
+
+    store.put(level("other", 5));
+    eventually("the change applied", || {
+        app.app
+            .proxy()
+            .flow_control()
+            .snapshot()
+            .level("other")
+            .is_some()
+    })
+    .await;
+    let stats = app.level("team");
+    assert_eq!(
+        (stats.executing, stats.waiting),
+        (1, 1),
+        "the executing and the queued request stay"
+    );
+    // Release the requests (the queued one reaches the upstream once the first is done).
+    crate::support::app::within("both requests answered", async {
+        while !(executing.is_finished() && queued.is_finished()) {
+            upstream.release_hanging();
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert_eq!(executing.await.expect("task"), http::StatusCode::OK);
+    assert_eq!(queued.await.expect("task"), http::StatusCode::OK);
+}
