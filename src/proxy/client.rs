@@ -30,7 +30,8 @@ use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::HttpConnector;
 use rustls::ClientConfig;
 
-use super::upstream_config::{ClientIdentity, ResolvedUpstream, UpstreamConfigError};
+use super::exec_credential::ExecCertResolver;
+use super::upstream_config::{ClientIdentity, Credential, ResolvedUpstream, UpstreamConfigError};
 use super::{ProxyBody, UpstreamError};
 use pool::Pool;
 pub use pool::PooledBody as UpstreamBody;
@@ -95,10 +96,16 @@ impl UpstreamClient {
                 reason: "an https upstream needs a CA (--upstream-ca-file or the kubeconfig's certificate-authority)".to_string(),
             });
         }
-        let without_identity = pools(&upstream, None)?;
-        let with_identity = match &upstream.client_identity {
-            Some(identity) => pools(&upstream, Some(identity))?,
-            None => without_identity.clone(),
+        let without_identity = pools(&upstream, ClientAuth::None)?;
+        let with_identity = match (&upstream.client_identity, &upstream.credential) {
+            (Some(identity), _) => pools(&upstream, ClientAuth::Static(identity))?,
+            // An exec plugin may give a client certificate: new connections present the current
+            // one (connections already open keep theirs, as client-go's do until they close).
+            (None, Credential::Exec(plugin)) => pools(
+                &upstream,
+                ClientAuth::Resolver(Arc::new(ExecCertResolver(Arc::clone(plugin)))),
+            )?,
+            (None, _) => without_identity.clone(),
         };
         Ok(UpstreamClient {
             inner: Arc::new(Inner {
@@ -195,19 +202,24 @@ impl UpstreamClient {
     }
 }
 
-fn pools(
-    upstream: &ResolvedUpstream,
-    identity: Option<&ClientIdentity>,
-) -> Result<Pools, UpstreamConfigError> {
+/// What a pool's connections present as their client certificate.
+#[derive(Clone)]
+enum ClientAuth<'a> {
+    None,
+    Static(&'a ClientIdentity),
+    Resolver(Arc<dyn rustls::client::ResolvesClientCert>),
+}
+
+fn pools(upstream: &ResolvedUpstream, auth: ClientAuth<'_>) -> Result<Pools, UpstreamConfigError> {
     Ok(Pools {
-        pooled: pool(upstream, tls_config(upstream, identity)?, true),
-        http1: pool(upstream, tls_config(upstream, identity)?, false),
+        pooled: pool(upstream, tls_config(upstream, auth.clone())?, true),
+        http1: pool(upstream, tls_config(upstream, auth)?, false),
     })
 }
 
 fn tls_config(
     upstream: &ResolvedUpstream,
-    identity: Option<&ClientIdentity>,
+    auth: ClientAuth<'_>,
 ) -> Result<ClientConfig, UpstreamConfigError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
@@ -225,9 +237,12 @@ fn tls_config(
         }
         builder.with_root_certificates(roots)
     };
-    Ok(match identity {
-        Some(id) => builder.with_client_auth_cert(id.chain.clone(), id.key.clone_key())?,
-        None => builder.with_no_client_auth(),
+    Ok(match auth {
+        ClientAuth::Static(id) => {
+            builder.with_client_auth_cert(id.chain.clone(), id.key.clone_key())?
+        }
+        ClientAuth::Resolver(resolver) => builder.with_client_cert_resolver(resolver),
+        ClientAuth::None => builder.with_no_client_auth(),
     })
 }
 

@@ -9,8 +9,10 @@
 //!   `spec.interactive: false` and, with `provideClusterInfo`, `spec.cluster` (server, CA data,
 //!   insecure-skip-tls-verify);
 //! - its standard output must be an `ExecCredential` of the configured `apiVersion`
-//!   (`client.authentication.k8s.io/v1` or `v1beta1`) whose `status` holds a `token` (client
-//!   certificates are refused with a clear error: see the README);
+//!   (`client.authentication.k8s.io/v1` or `v1beta1`) whose `status` holds a `token`, a client
+//!   certificate and key (`clientCertificateData`, `clientKeyData`, PEM), or both; the
+//!   certificate is presented by new upstream connections through [`ExecCertResolver`]
+//!   (connections already open keep the one they were made with);
 //! - the credential is cached until `status.expirationTimestamp` (for ever without one), run
 //!   again [`REFRESH_MARGIN`] before it expires, and after the upstream answered 401 to it;
 //!   concurrent requests share one run;
@@ -24,9 +26,12 @@
 
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
+use rustls::client::ResolvesClientCert;
+use rustls::sign::CertifiedKey;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
@@ -141,10 +146,12 @@ pub enum ExecError {
 }
 
 /// A credential the plugin printed.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct ExecCredential {
-    /// The bearer token.
-    pub token: String,
+    /// The bearer token, if it gave one.
+    pub token: Option<String>,
+    /// The client certificate chain and key, if it gave them.
+    pub client_key: Option<Arc<CertifiedKey>>,
     /// When it expires; `None`: never.
     pub expires: Option<Timestamp>,
 }
@@ -153,7 +160,8 @@ pub struct ExecCredential {
 impl std::fmt::Debug for ExecCredential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExecCredential")
-            .field("token", &"<redacted>")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("client_certificate", &self.client_key.is_some())
             .field("expires", &self.expires)
             .finish()
     }
@@ -238,15 +246,25 @@ pub fn parse_output(
     let status = output
         .status
         .ok_or_else(|| invalid("its output has no status".into()))?;
-    if status.token.is_empty() {
-        let reason = if status.client_certificate_data.is_empty()
-            && status.client_key_data.is_empty()
-        {
-            "its output has no status.token".to_string()
-        } else {
-            "it gives a client certificate, which the proxy does not take from exec plugins yet; a token is needed".to_string()
-        };
-        return Err(invalid(reason));
+    let client_key = match (
+        status.client_certificate_data.is_empty(),
+        status.client_key_data.is_empty(),
+    ) {
+        (true, true) => None,
+        (false, false) => Some(
+            certified_key(&status.client_certificate_data, &status.client_key_data)
+                .map_err(invalid)?,
+        ),
+        _ => return Err(invalid(
+            "its output has a client certificate without its key, or a key without its certificate"
+                .into(),
+        )),
+    };
+    let token = Some(status.token).filter(|t| !t.is_empty());
+    if token.is_none() && client_key.is_none() {
+        return Err(invalid(
+            "its output has neither status.token nor a client certificate".into(),
+        ));
     }
     let expires = match status.expiration_timestamp.filter(|t| !t.is_empty()) {
         None => None,
@@ -255,9 +273,27 @@ pub fn parse_output(
         })?),
     };
     Ok(ExecCredential {
-        token: status.token,
+        token,
+        client_key,
         expires,
     })
+}
+
+/// The certificate chain and key a plugin printed, ready for handshakes.
+fn certified_key(cert_pem: &str, key_pem: &str) -> Result<Arc<CertifiedKey>, String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|_| "its status.clientCertificateData is not PEM".to_string())?;
+    if chain.is_empty() {
+        return Err("its status.clientCertificateData holds no certificate".into());
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+        .map_err(|_| "its status.clientKeyData is not a PEM private key".to_string())?;
+    let signing_key = rustls::crypto::ring::sign::any_supported_type(&key)
+        .map_err(|_| "its status.clientKeyData is a key type TLS cannot use".to_string())?;
+    Ok(Arc::new(CertifiedKey::new(chain, signing_key)))
 }
 
 /// The wall-clock time now (expiration timestamps are wall-clock times).
@@ -294,6 +330,8 @@ pub struct ExecPlugin {
     cluster: ExecCluster,
     timeout: Duration,
     cached: tokio::sync::Mutex<Option<ExecCredential>>,
+    /// The client certificate of the credential in force, read by handshakes (synchronously).
+    current_key: std::sync::Mutex<Option<Arc<CertifiedKey>>>,
     runs: AtomicU64,
     failures: AtomicU64,
 }
@@ -311,6 +349,7 @@ impl ExecPlugin {
             cluster,
             timeout,
             cached: tokio::sync::Mutex::new(None),
+            current_key: std::sync::Mutex::new(None),
             runs: AtomicU64::new(0),
             failures: AtomicU64::new(0),
         }
@@ -324,9 +363,11 @@ impl ExecPlugin {
         )
     }
 
-    /// The current token: cached while fresh, else from one run shared by every caller waiting
-    /// meanwhile. A failed run keeps an unexpired cached token.
-    pub async fn token(&self) -> Result<String, ExecError> {
+    /// Makes sure a fresh credential is in force and returns its token (`None` when the plugin
+    /// gives only a client certificate, which [`ExecCertResolver`] then presents): cached while
+    /// fresh, else from one run shared by every caller waiting meanwhile. A failed run keeps an
+    /// unexpired cached credential.
+    pub async fn token(&self) -> Result<Option<String>, ExecError> {
         let mut cached = self.cached.lock().await;
         let now = now();
         if let Some(credential) = cached.as_ref().filter(|c| is_fresh(c, now)) {
@@ -335,6 +376,7 @@ impl ExecPlugin {
         match self.run().await {
             Ok(credential) => {
                 let token = credential.token.clone();
+                *lock(&self.current_key) = credential.client_key.clone();
                 *cached = Some(credential);
                 Ok(token)
             }
@@ -348,11 +390,19 @@ impl ExecPlugin {
         }
     }
 
+    /// The client certificate of the credential in force, if any.
+    pub fn client_key(&self) -> Option<Arc<CertifiedKey>> {
+        lock(&self.current_key).clone()
+    }
+
     /// The upstream refused `token` (401): the next request runs the plugin again, unless a
     /// newer credential is already cached.
     pub async fn invalidate(&self, token: &str) {
         let mut cached = self.cached.lock().await;
-        if cached.as_ref().is_some_and(|c| c.token == token) {
+        if cached
+            .as_ref()
+            .is_some_and(|c| c.token.as_deref() == Some(token))
+        {
             *cached = None;
         }
     }
@@ -438,6 +488,31 @@ impl ExecPlugin {
             "spec": spec})
         .to_string()
     }
+}
+
+/// Presents the exec plugin's current client certificate in upstream TLS handshakes.
+#[derive(Debug)]
+pub struct ExecCertResolver(pub Arc<ExecPlugin>);
+
+impl ResolvesClientCert for ExecCertResolver {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        self.0.client_key()
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+// A poisoned lock only means another thread panicked while swapping an `Arc` in.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -70,3 +70,74 @@ async fn the_plugins_token_reaches_the_upstream_and_a_401_fetches_a_new_one() {
     assert_eq!(sent.header_values("authorization"), ["Bearer tok-2"]);
     assert_eq!(runs(dir.path()), 2);
 }
+
+#[tokio::test]
+async fn a_plugins_client_certificate_is_presented_to_the_upstream() {
+    use crate::support::fake_apiserver::{FakeOptions, FakeTls};
+    use crate::support::pki::TestCa;
+    use std::os::unix::fs::PermissionsExt;
+
+    let ca = TestCa::new("cluster-ca");
+    let client_ca = TestCa::new("client-ca");
+    let client_cert = client_ca.client_cert("exec-user", Some("ops"));
+    let upstream = FakeApiserver::start(FakeOptions {
+        tls: Some(FakeTls {
+            serving: ca.server_cert(),
+            client_ca: Some(client_ca),
+            h2: false,
+        }),
+        ..FakeOptions::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = serde_json::json!({"apiVersion": "client.authentication.k8s.io/v1beta1",
+        "kind": "ExecCredential", "status": {"clientCertificateData": client_cert.cert_pem,
+        "clientKeyData": client_cert.key_pem}});
+    std::fs::write(dir.path().join("credential.json"), output.to_string()).expect("write");
+    let plugin = dir.path().join("get-cert");
+    std::fs::write(
+        &plugin,
+        format!(
+            "#!/bin/sh\ncat '{}/credential.json'\n",
+            dir.path().display()
+        ),
+    )
+    .expect("write plugin");
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let ca_file = ca.write(dir.path(), "ca.crt");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: '{}', certificate-authority: {}}}\nusers:\n- name: u\n  user:\n    exec: {{apiVersion: client.authentication.k8s.io/v1beta1, command: {}}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n",
+            upstream.url,
+            ca_file.display(),
+            plugin.display()
+        ),
+    )
+    .expect("write kubeconfig");
+    let app = AppBuilder::new(&upstream.url)
+        .token_file()
+        .flag(format!("--kubeconfig={}", kubeconfig.display()))
+        .flag("--identity-forwarding=impersonate")
+        .start()
+        .await;
+    let response = app
+        .client()
+        .get(
+            "/api/v1/namespaces/ns/pods/a",
+            Some(crate::support::app::STATIC_TOKEN),
+        )
+        .await;
+    assert_eq!(response.status(), http::StatusCode::OK);
+    let sent = upstream.last_request_to("/api/v1/namespaces/ns/pods/a");
+    let chain = sent
+        .peer_certificates
+        .clone()
+        .expect("a client certificate");
+    assert_eq!(chain[0].as_ref(), client_cert.cert.as_ref());
+    assert!(
+        sent.header_values("authorization").is_empty(),
+        "no token: only a certificate"
+    );
+}

@@ -53,7 +53,6 @@ impl TokenSource {
                 return plugin
                     .token()
                     .await
-                    .map(Some)
                     .map_err(|e| UpstreamError::Unavailable(e.into()))
             }
         };

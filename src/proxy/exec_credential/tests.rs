@@ -48,7 +48,8 @@ fn parses_both_api_versions_and_the_expiry() {
             r#"{{"apiVersion":"{version}","kind":"ExecCredential","status":{{"token":"t","expirationTimestamp":"2026-11-24T10:00:00Z"}}}}"#
         );
         let credential = parse_output("p", version, out.as_bytes()).expect("parses");
-        assert_eq!(credential.token, "t");
+        assert_eq!(credential.token.as_deref(), Some("t"));
+        assert!(credential.client_key.is_none());
         assert_eq!(
             credential.expires,
             Some("2026-11-24T10:00:00Z".parse().expect("time"))
@@ -81,11 +82,15 @@ fn output_that_is_not_a_token_credential_is_refused_without_echoing_it() {
         ),
         (
             r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{}}"#,
-            "no status.token",
+            "neither status.token nor a client certificate",
         ),
         (
             r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":"c","clientKeyData":"k"}}"#,
-            "client certificate",
+            "holds no certificate",
+        ),
+        (
+            r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":"c"}}"#,
+            "without its key",
         ),
         (
             r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"s3cr3t","expirationTimestamp":"tomorrow"}}"#,
@@ -102,6 +107,22 @@ fn output_that_is_not_a_token_credential_is_refused_without_echoing_it() {
             "{error}"
         );
     }
+}
+
+#[test]
+fn a_client_certificate_and_key_become_what_handshakes_present() {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["plugin-user".into()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("cert");
+    let out = serde_json::json!({"apiVersion": V1, "kind": "ExecCredential",
+        "status": {"clientCertificateData": cert.pem(), "clientKeyData": key.serialize_pem()}})
+    .to_string();
+    let credential = parse_output("p", V1, out.as_bytes()).expect("parses");
+    assert_eq!(credential.token, None);
+    let certified = credential.client_key.expect("a client certificate");
+    assert_eq!(certified.cert[0].as_ref(), cert.der().as_ref());
 }
 
 #[test]
@@ -132,7 +153,8 @@ fn the_stanza_is_checked_as_client_go_does() {
 fn freshness_leaves_a_margin_before_expiry() {
     let now: Timestamp = "2026-11-24T10:00:00Z".parse().expect("time");
     let at = |s: &str| ExecCredential {
-        token: "t".into(),
+        token: Some("t".into()),
+        client_key: None,
         expires: Some(s.parse().expect("time")),
     };
     assert!(is_fresh(&at("2026-11-24T10:01:00Z"), now));
@@ -142,13 +164,12 @@ fn freshness_leaves_a_margin_before_expiry() {
     );
     assert!(is_unexpired(&at("2026-11-24T10:00:05Z"), now));
     assert!(!is_unexpired(&at("2026-11-24T09:59:59Z"), now));
-    assert!(is_fresh(
-        &ExecCredential {
-            token: "t".into(),
-            expires: None
-        },
-        now
-    ));
+    let forever = ExecCredential {
+        token: Some("t".into()),
+        client_key: None,
+        expires: None,
+    };
+    assert!(is_fresh(&forever, now));
 }
 
 #[tokio::test]
@@ -166,9 +187,15 @@ async fn a_valid_credential_is_cached_and_shared_by_concurrent_callers() {
         })
         .collect();
     for call in calls {
-        assert_eq!(call.await.expect("task").expect("token"), "tok-1");
+        assert_eq!(
+            call.await.expect("task").expect("token").as_deref(),
+            Some("tok-1")
+        );
     }
-    assert_eq!(plugin.token().await.expect("token"), "tok-1");
+    assert_eq!(
+        plugin.token().await.expect("token").as_deref(),
+        Some("tok-1")
+    );
     assert_eq!(runs(dir.path()), 1, "one run for eleven callers");
 }
 
@@ -270,8 +297,15 @@ async fn the_last_good_credential_is_kept_while_unexpired() {
         dir.path().display()
     );
     let plugin = ExecPlugin::new(config(&script(dir.path(), &body)), ExecCluster::default());
-    assert_eq!(plugin.token().await.expect("first"), "tok");
-    assert_eq!(plugin.token().await.expect("stale but unexpired"), "tok");
+    assert_eq!(plugin.token().await.expect("first").as_deref(), Some("tok"));
+    assert_eq!(
+        plugin
+            .token()
+            .await
+            .expect("stale but unexpired")
+            .as_deref(),
+        Some("tok")
+    );
     assert_eq!(plugin.runs(), (2, 1));
 }
 
