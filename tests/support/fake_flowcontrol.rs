@@ -1,6 +1,7 @@
 //! The fake apiserver's `flowcontrol.apiserver.k8s.io/v1` collections, for the proxy's
 //! `--config-source cluster`: list with a resource version, watch from one (events pushed to
-//! every open watch as objects change), get, create (what `kubectl apply` sends for a new
+//! every open watch as objects change, and replayed to a watch that starts from an older
+//! resource version), get, create (what `kubectl apply` sends for a new
 //! object), replace and delete. The test drives it through [`FlowControlStore`] methods: change
 //! objects, expire resource versions (410), end watches, fail lists.
 
@@ -29,6 +30,9 @@ struct Inner {
     oldest: u64,
     objects: BTreeMap<(String, String), serde_json::Value>,
     watchers: Vec<(String, mpsc::UnboundedSender<Bytes>)>,
+    /// Every event so far, with its resource version: a watch from a version replays what came
+    /// after it, as the apiserver's watch cache does.
+    history: Vec<(u64, String, Bytes)>,
     lists_fail: bool,
     lists: usize,
     watches: usize,
@@ -89,7 +93,7 @@ impl FlowControlStore {
             "ADDED"
         };
         inner.objects.insert(key, object.clone());
-        inner.notify(resource, &event(type_, &object));
+        inner.notify(resource, event(type_, &object));
         object
     }
 
@@ -100,7 +104,7 @@ impl FlowControlStore {
         let key = (resource.to_string(), name.to_string());
         if let Some(mut object) = inner.objects.remove(&key) {
             object["metadata"]["resourceVersion"] = inner.rv.to_string().into();
-            inner.notify(resource, &event("DELETED", &object));
+            inner.notify(resource, event("DELETED", &object));
         }
     }
 
@@ -229,14 +233,22 @@ impl FlowControlStore {
             ));
             return Answer::Watch(rx);
         }
+        for (_, _, event) in inner
+            .history
+            .iter()
+            .filter(|(rv, r, _)| *rv > from && r == resource)
+        {
+            let _ = tx.send(event.clone());
+        }
         inner.watchers.push((resource.to_string(), tx));
         Answer::Watch(rx)
     }
 }
 
 impl Inner {
-    fn notify(&mut self, resource: &str, event: &Bytes) {
+    fn notify(&mut self, resource: &str, event: Bytes) {
         self.watchers
             .retain(|(r, w)| r != resource || w.send(event.clone()).is_ok());
+        self.history.push((self.rv, resource.to_string(), event));
     }
 }
