@@ -188,3 +188,72 @@ fn the_cluster_config_variant_reads_the_cluster_and_is_otherwise_the_sidecar() {
     let rbac = repo_file("deploy/rbac.yaml");
     assert!(rbac.contains("prioritylevelconfigurations") && rbac.contains("\"watch\""));
 }
+
+/// The documents of a multi-document YAML file, by kind.
+fn documents(path: &str) -> Vec<Value> {
+    use serde::Deserialize;
+    serde_yaml::Deserializer::from_str(&repo_file(path))
+        .map(|doc| Value::deserialize(doc).expect("YAML document"))
+        .collect()
+}
+
+fn of_kind<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("a {kind}"))
+}
+
+#[test]
+fn the_in_cluster_deployment_is_highly_available_secure_and_reachable() {
+    use kube_apf_proxy::server::IdentityForwarding;
+    let docs = documents("deploy/in-cluster/deployment.yaml");
+    let deployment = of_kind(&docs, "Deployment");
+    let spec = &deployment["spec"];
+    assert!(spec["replicas"].as_u64() >= Some(2));
+    let pod = &spec["template"];
+    let proxy = &pod["spec"]["containers"][0];
+    let args = strings(&proxy["args"]);
+    assert_eq!(args[0], "serve");
+    let opts = ServeOptions::try_parse_from(&args[1..]).expect("valid serve flags");
+    assert_eq!(opts.identity_forwarding, IdentityForwarding::Impersonate);
+    assert!(opts.admin_secure(), "the admin listener is secure off loopback");
+    assert!(opts.upstream.is_none(), "the in-cluster apiserver, from the environment");
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(proxy[probe]["httpGet"]["scheme"], "HTTPS", "{probe}");
+        assert_eq!(proxy[probe]["httpGet"]["port"], "metrics", "{probe}");
+    }
+    let ports = proxy["ports"].as_sequence().expect("ports");
+    let port = |name: &str| {
+        ports
+            .iter()
+            .find(|p| p["name"] == name)
+            .and_then(|p| p["containerPort"].as_u64())
+    };
+    assert_eq!(port("https"), Some(u64::from(opts.secure_port)));
+    assert_eq!(port("metrics"), Some(u64::from(opts.admin_address.port())));
+    let labels = &pod["metadata"]["labels"];
+    let anti = &pod["spec"]["affinity"]["podAntiAffinity"];
+    assert!(!anti.is_null(), "replicas are spread");
+    let pdb = of_kind(&docs, "PodDisruptionBudget");
+    assert_eq!(&pdb["spec"]["selector"]["matchLabels"], labels);
+    let service = of_kind(&docs, "Service");
+    assert_eq!(&service["spec"]["selector"], labels);
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "https");
+    assert_eq!(
+        of_kind(&docs, "ClusterRoleBinding")["subjects"][0]["name"],
+        pod["spec"]["serviceAccountName"]
+    );
+    // The client kubeconfig points at the Service.
+    let kubeconfig = kube_apf_proxy::proxy::Kubeconfig::parse(&repo_file(
+        "deploy/in-cluster/client.kubeconfig",
+    ))
+    .expect("kubeconfig")
+    .current(std::path::Path::new("/etc/kube"))
+    .expect("current context");
+    let name = service["metadata"]["name"].as_str().expect("name");
+    let namespace = service["metadata"]["namespace"].as_str().expect("namespace");
+    assert_eq!(
+        kubeconfig.server,
+        format!("https://{name}.{namespace}.svc:443")
+    );
+}

@@ -3,7 +3,7 @@
 
 kubectl needs discovery (which resource a kind maps to, whether it is namespaced) and GETs each
 object to compute its patch. This serves the legacy discovery documents for the kinds deploy/
-uses (the core group, RBAC, and the prometheus-operator ServiceMonitor CRD as if installed) and
+uses (the core group, apps, policy, RBAC, and the prometheus-operator ServiceMonitor CRD as if installed) and
 answers 404 to every object, so every object is "created (dry run)". It validates nothing itself:
 kubectl parses every document and maps every kind; an unknown kind or a malformed document fails.
 
@@ -28,6 +28,12 @@ RESOURCES = {
         ("clusterrolebindings", "ClusterRoleBinding", False),
         ("roles", "Role", True),
         ("rolebindings", "RoleBinding", True),
+    ],
+    "apps/v1": [
+        ("deployments", "Deployment", True),
+    ],
+    "policy/v1": [
+        ("poddisruptionbudgets", "PodDisruptionBudget", True),
     ],
     "monitoring.coreos.com/v1": [
         ("servicemonitors", "ServiceMonitor", True),
