@@ -112,6 +112,9 @@ impl App {
         let upstream = UpstreamClient::new(UpstreamConfig::from_serve_options(&opts).resolve()?)?;
         let authenticator = Arc::new(Authenticator::new(auth_config(&opts, &upstream))?);
         metrics.register_auth_stats(Arc::clone(authenticator.stats()))?;
+        if let Some(plugin) = upstream.exec_plugin() {
+            metrics.register_exec_plugin(plugin)?;
+        }
         let forwarder =
             Forwarder::new(upstream.clone(), ForwarderConfig::from_serve_options(&opts))?;
         let observer: Arc<dyn AdmissionObserver> = metrics.clone();

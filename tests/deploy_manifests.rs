@@ -216,8 +216,14 @@ fn the_in_cluster_deployment_is_highly_available_secure_and_reachable() {
     assert_eq!(args[0], "serve");
     let opts = ServeOptions::try_parse_from(&args[1..]).expect("valid serve flags");
     assert_eq!(opts.identity_forwarding, IdentityForwarding::Impersonate);
-    assert!(opts.admin_secure(), "the admin listener is secure off loopback");
-    assert!(opts.upstream.is_none(), "the in-cluster apiserver, from the environment");
+    assert!(
+        opts.admin_secure(),
+        "the admin listener is secure off loopback"
+    );
+    assert!(
+        opts.upstream.is_none(),
+        "the in-cluster apiserver, from the environment"
+    );
     for probe in ["livenessProbe", "readinessProbe"] {
         assert_eq!(proxy[probe]["httpGet"]["scheme"], "HTTPS", "{probe}");
         assert_eq!(proxy[probe]["httpGet"]["port"], "metrics", "{probe}");
@@ -244,14 +250,15 @@ fn the_in_cluster_deployment_is_highly_available_secure_and_reachable() {
         pod["spec"]["serviceAccountName"]
     );
     // The client kubeconfig points at the Service.
-    let kubeconfig = kube_apf_proxy::proxy::Kubeconfig::parse(&repo_file(
-        "deploy/in-cluster/client.kubeconfig",
-    ))
-    .expect("kubeconfig")
-    .current(std::path::Path::new("/etc/kube"))
-    .expect("current context");
+    let kubeconfig =
+        kube_apf_proxy::proxy::Kubeconfig::parse(&repo_file("deploy/in-cluster/client.kubeconfig"))
+            .expect("kubeconfig")
+            .current(std::path::Path::new("/etc/kube"))
+            .expect("current context");
     let name = service["metadata"]["name"].as_str().expect("name");
-    let namespace = service["metadata"]["namespace"].as_str().expect("namespace");
+    let namespace = service["metadata"]["namespace"]
+        .as_str()
+        .expect("namespace");
     assert_eq!(
         kubeconfig.server,
         format!("https://{name}.{namespace}.svc:443")

@@ -10,6 +10,7 @@ use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricT
 
 use super::Metrics;
 use crate::auth::{AttemptResult, AuthMethod, AuthStats, CredentialKind};
+use crate::proxy::exec_credential::ExecPlugin;
 use crate::server::ServerStats;
 
 /// One family: its description and how to read its series.
@@ -168,6 +169,26 @@ impl Collector for ServerCollector {
     }
 }
 
+/// The kubeconfig exec credential plugin's runs.
+struct ExecPluginCollector {
+    plugin: Arc<ExecPlugin>,
+    runs: Family,
+}
+
+impl Collector for ExecPluginCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        vec![&self.runs.desc]
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let (runs, failures) = self.plugin.runs();
+        vec![self.runs.collect(vec![
+            (vec!["success"], runs.saturating_sub(failures) as f64),
+            (vec!["failure"], failures as f64),
+        ])]
+    }
+}
+
 // === impl Metrics: registering other modules' counters ===
 
 impl Metrics {
@@ -196,6 +217,22 @@ impl Metrics {
                 "TokenReview calls to the upstream by result (ok: a 2xx answer)",
                 &["result"],
                 COUNTER,
+            )?,
+        };
+        self.registry.register(Box::new(collector))
+    }
+
+    /// Exports the runs of the upstream kubeconfig's exec credential plugin,
+    /// `apf_proxy_exec_plugin_runs_total{result="success|failure"}` (a failure: missing command,
+    /// non-zero exit, timeout or output that is not a credential).
+    pub fn register_exec_plugin(&self, plugin: Arc<ExecPlugin>) -> prometheus::Result<()> {
+        let collector = ExecPluginCollector {
+            plugin,
+            runs: Family::new(
+                "apf_proxy_exec_plugin_runs_total",
+                "Runs of the upstream kubeconfig's exec credential plugin, by result",
+                &["result"],
+                MetricType::COUNTER,
             )?,
         };
         self.registry.register(Box::new(collector))

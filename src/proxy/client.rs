@@ -118,6 +118,11 @@ impl UpstreamClient {
         })
     }
 
+    /// The kubeconfig's exec credential plugin, when the proxy's credential comes from one.
+    pub fn exec_plugin(&self) -> Option<Arc<super::exec_credential::ExecPlugin>> {
+        self.inner.token.exec_plugin()
+    }
+
     /// The upstream's URL.
     pub fn server(&self) -> &Uri {
         &self.inner.server

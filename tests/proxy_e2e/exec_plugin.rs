@@ -69,6 +69,14 @@ async fn the_plugins_token_reaches_the_upstream_and_a_401_fetches_a_new_one() {
     let sent = upstream.last_request_to("/api/v1/namespaces/ns/pods/c");
     assert_eq!(sent.header_values("authorization"), ["Bearer tok-2"]);
     assert_eq!(runs(dir.path()), 2);
+    let metrics = app.app.metrics().encode();
+    assert_eq!(
+        crate::support::app::metric_sum(
+            &metrics,
+            r#"apf_proxy_exec_plugin_runs_total{result="success"}"#
+        ),
+        2.0
+    );
 }
 
 #[tokio::test]

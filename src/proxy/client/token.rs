@@ -38,6 +38,15 @@ impl TokenSource {
         }
     }
 
+    pub(super) fn exec_plugin(
+        &self,
+    ) -> Option<std::sync::Arc<super::super::exec_credential::ExecPlugin>> {
+        match &self.credential {
+            Credential::Exec(plugin) => Some(std::sync::Arc::clone(plugin)),
+            _ => None,
+        }
+    }
+
     pub(super) fn is_configured(&self) -> bool {
         !matches!(self.credential, Credential::None)
     }
