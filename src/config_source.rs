@@ -24,7 +24,6 @@ pub mod watch_stream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
@@ -358,16 +357,6 @@ impl Backoff {
         let jitter_ms = random_u64() % (step.as_millis() as u64).max(1);
         step + Duration::from_millis(jitter_ms)
     }
-}
-
-/// `Bytes` of an empty list, for tests and the fake: `{"kind":"...List","items":[]}`.
-#[doc(hidden)]
-pub fn empty_list<K: Kind>() -> Bytes {
-    let list = List::<K> {
-        items: Vec::new(),
-        metadata: Default::default(),
-    };
-    Bytes::from(serde_json::to_vec(&list).unwrap_or_default())
 }
 
 #[cfg(test)]
