@@ -18,3 +18,4 @@ pub mod metrics;
 pub mod proxy;
 pub mod request_info;
 pub mod server;
+pub mod upstream;

@@ -9,7 +9,6 @@
 //!   `Status` JSON body.
 //! - [`TokenReviewTransport`](crate::auth::TokenReviewTransport) over the upstream client, for the `auth` module's TokenReview.
 
-mod client;
 mod error;
 pub mod exec_credential;
 mod forward;
@@ -20,13 +19,13 @@ mod pipeline;
 mod timeout;
 mod token_review;
 mod upgrade;
-mod upstream_config;
+pub(crate) mod upstream_config;
 
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 
-pub use client::{UpstreamAuth, UpstreamBody, UpstreamClient};
+pub use crate::upstream::{UpstreamAuth, UpstreamBody, UpstreamClient};
 pub use error::{
     error_response, status_body, ProxyError, Status, StatusCause, StatusDetails, UpstreamError,
 };

@@ -27,7 +27,6 @@ use http_body_util::BodyExt;
 use hyper::upgrade::OnUpgrade;
 use tokio::time::Instant;
 
-use super::client::UpstreamAuth;
 use super::headers::{
     has_impersonation, is_upgrade_request, prepare_request_headers, prepare_response_headers,
     ForgeableHeaders, IdentityForwarding,
@@ -38,6 +37,7 @@ use super::{
     empty_body, BoxError, ProxyBody, ProxyError, UpstreamBody, UpstreamClient, UpstreamError,
 };
 use crate::auth::Identity;
+use crate::upstream::UpstreamAuth;
 use deadline::DeadlineBody;
 
 /// How requests are forwarded.

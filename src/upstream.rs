@@ -30,9 +30,11 @@ use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::HttpConnector;
 use rustls::ClientConfig;
 
-use super::exec_credential::ExecCertResolver;
-use super::upstream_config::{ClientIdentity, Credential, ResolvedUpstream, UpstreamConfigError};
-use super::{ProxyBody, UpstreamError};
+use crate::proxy::exec_credential::ExecCertResolver;
+use crate::proxy::upstream_config::{
+    ClientIdentity, Credential, ResolvedUpstream, UpstreamConfigError,
+};
+use crate::proxy::{ProxyBody, UpstreamError};
 use pool::Pool;
 pub use pool::PooledBody as UpstreamBody;
 use token::TokenSource;
@@ -119,7 +121,7 @@ impl UpstreamClient {
     }
 
     /// The kubeconfig's exec credential plugin, when the proxy's credential comes from one.
-    pub fn exec_plugin(&self) -> Option<Arc<super::exec_credential::ExecPlugin>> {
+    pub fn exec_plugin(&self) -> Option<Arc<crate::proxy::exec_credential::ExecPlugin>> {
         self.inner.token.exec_plugin()
     }
 

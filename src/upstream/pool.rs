@@ -32,7 +32,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::super::{ProxyBody, UpstreamError};
+use crate::proxy::{ProxyBody, UpstreamError};
 
 /// How long an idle connection is kept.
 pub(super) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);

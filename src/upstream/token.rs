@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::super::upstream_config::{read_bounded, Credential};
-use super::super::UpstreamError;
+use crate::proxy::upstream_config::{read_bounded, Credential};
+use crate::proxy::UpstreamError;
 
 /// How long a token read from a file is used before the file is read again (client-go: 1 minute).
 const TOKEN_FILE_REFRESH: Duration = Duration::from_secs(60);
@@ -40,7 +40,7 @@ impl TokenSource {
 
     pub(super) fn exec_plugin(
         &self,
-    ) -> Option<std::sync::Arc<super::super::exec_credential::ExecPlugin>> {
+    ) -> Option<std::sync::Arc<crate::proxy::exec_credential::ExecPlugin>> {
         match &self.credential {
             Credential::Exec(plugin) => Some(std::sync::Arc::clone(plugin)),
             _ => None,
