@@ -49,6 +49,7 @@ use crate::server::{
     self, shutdown_channel, ConfigSource, Running, ServeOptions, ServeParts, ShutdownSignal,
     ShutdownTrigger,
 };
+use crate::upstream::Route;
 
 /// How often the upstream's `/metrics` is read for object counts (the apiserver updates its
 /// own counts about once a minute).
@@ -109,7 +110,11 @@ impl App {
         config: &Config,
         metrics: Arc<Metrics>,
     ) -> Result<App, StartError> {
-        let upstream = UpstreamClient::new(UpstreamConfig::from_serve_options(&opts).resolve()?)?;
+        let upstream = UpstreamClient::with_limits(
+            UpstreamConfig::from_serve_options(&opts).resolve()?,
+            opts.upstream_limits(),
+        )?;
+        metrics.register_upstream_stats(upstream.stats())?;
         let authenticator = Arc::new(Authenticator::new(auth_config(&opts, &upstream))?);
         metrics.register_auth_stats(Arc::clone(authenticator.stats()))?;
         if let Some(plugin) = upstream.exec_plugin() {
@@ -460,7 +465,9 @@ async fn scrape_metrics(upstream: &UpstreamClient) -> Result<String, crate::prox
         .method(Method::GET)
         .uri(upstream.uri_for("/metrics")?)
         .body(empty_body())?;
-    let response = upstream.send(request, UpstreamAuth::Proxy, false).await?;
+    let response = upstream
+        .send(request, UpstreamAuth::Proxy, Route::Short)
+        .await?;
     if !response.status().is_success() {
         return Err(format!("upstream /metrics answered {}", response.status()).into());
     }

@@ -33,6 +33,7 @@ use tokio::time::Instant;
 use crate::app::Reloader;
 use crate::proxy::{empty_body, UpstreamAuth, UpstreamClient};
 use crate::server::ReadyFlag;
+use crate::upstream::Route;
 pub use metrics::SourceMetrics;
 use objects::{collection_path, Applied, ClusterObjects, Kind};
 use watch_stream::WatchDecoder;
@@ -283,7 +284,15 @@ impl ClusterSource {
             .body(empty_body())
             .map_err(|e| SourceError::Transport(e.to_string()))?;
         self.upstream
-            .send(request, UpstreamAuth::Proxy, watch)
+            .send(
+                request,
+                UpstreamAuth::Proxy,
+                if watch {
+                    Route::LongRunning
+                } else {
+                    Route::Short
+                },
+            )
             .await
             .map_err(|e| SourceError::Transport(e.to_string()))
     }

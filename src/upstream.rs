@@ -1,22 +1,22 @@
 //! The upstream client: pooled connections over rustls ([`pool`]: hyper's connection-level
 //! client, one keyless pool per upstream and TLS identity), HTTP/2 when the upstream offers it by
-//! ALPN, a separate HTTP/1.1-only pool for upgrades and long-running requests, and the proxy's
-//! own credentials.
+//! ALPN, and the proxy's own credentials.
 //!
-//! Why long-running requests do not share the HTTP/2 connection: hyper multiplexes every request
-//! to one host over one HTTP/2 connection, and the apiserver allows a bounded number of streams
-//! per connection (`--http2-max-streams-per-connection`, 1000 by default). A proxy in front of
-//! many watchers would fill those streams with watches that never end, and every further
-//! request would wait for a free stream. Watches and other long-running requests therefore get
-//! HTTP/1.1 connections of their own, as each of their clients would have had without the
-//! proxy; short requests, bounded by flow control, multiplex over HTTP/2.
+//! Requests travel by [`Route`]. Ordinary requests and watches are multiplexed over HTTP/2, each
+//! on connections of their own and never beyond the stream limit the server advertises (more
+//! connections are opened instead, up to `--upstream-max-connections`, see [`limits`]); only
+//! upgrades (exec, attach, port-forward) get HTTP/1.1 connections of their own, since neither
+//! SPDY nor WebSockets run over HTTP/2 to kube-apiserver. Against an HTTP/1.1-only upstream
+//! each request in flight holds a connection.
 //!
 //! Two TLS identities are kept apart on purpose. Requests sent on the caller's credentials
 //! (`passthrough`) never present the proxy's client certificate: the apiserver's authenticators
 //! try the client certificate before the bearer token, so presenting it would make every caller
 //! the proxy.
 
+mod frames;
 mod insecure;
+pub mod limits;
 mod pool;
 mod token;
 
@@ -35,6 +35,8 @@ use crate::proxy::upstream_config::{
     ClientIdentity, Credential, ResolvedUpstream, UpstreamConfigError,
 };
 use crate::proxy::{ProxyBody, UpstreamError};
+use limits::ConnectionBudget;
+pub use limits::{Protocol, Route, UpstreamLimits, UpstreamStats, DEFAULT_MAX_CONNECTIONS};
 use pool::Pool;
 pub use pool::PooledBody as UpstreamBody;
 use token::TokenSource;
@@ -57,10 +59,10 @@ pub enum UpstreamAuth {
 /// Pools for one TLS identity.
 #[derive(Clone)]
 struct Pools {
-    /// h2 by ALPN, else HTTP/1.1.
+    /// h2 by ALPN, else HTTP/1.1: ordinary and long-running requests.
     pooled: Arc<Pool>,
-    /// HTTP/1.1 only: upgrades and long-running requests.
-    http1: Arc<Pool>,
+    /// HTTP/1.1 only: upgrades.
+    upgrades: Arc<Pool>,
 }
 
 /// A client for the one upstream apiserver. Cheap to clone (shared pools).
@@ -75,6 +77,7 @@ struct Inner {
     without_identity: Pools,
     has_client_identity: bool,
     token: TokenSource,
+    budget: Arc<ConnectionBudget>,
 }
 
 impl std::fmt::Debug for UpstreamClient {
@@ -89,8 +92,17 @@ impl std::fmt::Debug for UpstreamClient {
 // === impl UpstreamClient ===
 
 impl UpstreamClient {
-    /// Builds the pools. An `https://` upstream needs CAs or `insecure_skip_tls_verify`.
+    /// Builds the pools with the default [`UpstreamLimits`]. An `https://` upstream needs CAs
+    /// or `insecure_skip_tls_verify`.
     pub fn new(upstream: ResolvedUpstream) -> Result<Self, UpstreamConfigError> {
+        Self::with_limits(upstream, UpstreamLimits::default())
+    }
+
+    /// Builds the pools, every connection counted against `limits`.
+    pub fn with_limits(
+        upstream: ResolvedUpstream,
+        limits: UpstreamLimits,
+    ) -> Result<Self, UpstreamConfigError> {
         let https = upstream.server.scheme_str() == Some("https");
         if https && upstream.roots.is_empty() && !upstream.insecure_skip_tls_verify {
             return Err(UpstreamConfigError::Pem {
@@ -98,14 +110,16 @@ impl UpstreamClient {
                 reason: "an https upstream needs a CA (--upstream-ca-file or the kubeconfig's certificate-authority)".to_string(),
             });
         }
-        let without_identity = pools(&upstream, ClientAuth::None)?;
+        let budget = ConnectionBudget::new(limits);
+        let without_identity = pools(&upstream, ClientAuth::None, &budget)?;
         let with_identity = match (&upstream.client_identity, &upstream.credential) {
-            (Some(identity), _) => pools(&upstream, ClientAuth::Static(identity))?,
+            (Some(identity), _) => pools(&upstream, ClientAuth::Static(identity), &budget)?,
             // An exec plugin may give a client certificate: new connections present the current
             // one (connections already open keep theirs, as client-go's do until they close).
             (None, Credential::Exec(plugin)) => pools(
                 &upstream,
                 ClientAuth::Resolver(Arc::new(ExecCertResolver(Arc::clone(plugin)))),
+                &budget,
             )?,
             (None, _) => without_identity.clone(),
         };
@@ -116,6 +130,7 @@ impl UpstreamClient {
                 without_identity,
                 has_client_identity: upstream.client_identity.is_some(),
                 token: TokenSource::new(upstream.credential),
+                budget,
             }),
         })
     }
@@ -123,6 +138,11 @@ impl UpstreamClient {
     /// The kubeconfig's exec credential plugin, when the proxy's credential comes from one.
     pub fn exec_plugin(&self) -> Option<Arc<crate::proxy::exec_credential::ExecPlugin>> {
         self.inner.token.exec_plugin()
+    }
+
+    /// The connection and stream counters, for the metrics.
+    pub fn stats(&self) -> Arc<UpstreamStats> {
+        Arc::clone(self.inner.budget.stats())
     }
 
     /// The upstream's URL.
@@ -167,14 +187,13 @@ impl UpstreamClient {
     }
 
     /// Sends a request whose URI is absolute ([`UpstreamClient::uri_for`]) or origin-form
-    /// ([`UpstreamClient::target_for`]). With
-    /// `dedicated` (upgrades and long-running requests), it goes over an HTTP/1.1 connection of
-    /// its own (never pooled again after an upgrade).
+    /// ([`UpstreamClient::target_for`]) by `route` (an upgrade goes over an HTTP/1.1 connection
+    /// of its own, never pooled again).
     pub async fn send(
         &self,
         mut request: Request<ProxyBody>,
         auth: UpstreamAuth,
-        dedicated: bool,
+        route: Route,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         let pools = match auth {
             UpstreamAuth::Caller => &self.inner.without_identity,
@@ -194,12 +213,11 @@ impl UpstreamClient {
                 sent_token = Some(token);
             }
         }
-        let pool = if dedicated {
-            &pools.http1
-        } else {
-            &pools.pooled
+        let pool = match route {
+            Route::Upgrade => &pools.upgrades,
+            Route::Short | Route::LongRunning => &pools.pooled,
         };
-        let response = pool.send(request).await?;
+        let response = pool.send(request, route).await?;
         if response.status() == http::StatusCode::UNAUTHORIZED {
             if let Some(token) = sent_token {
                 self.inner.token.refused(&token).await;
@@ -217,10 +235,14 @@ enum ClientAuth<'a> {
     Resolver(Arc<dyn rustls::client::ResolvesClientCert>),
 }
 
-fn pools(upstream: &ResolvedUpstream, auth: ClientAuth<'_>) -> Result<Pools, UpstreamConfigError> {
+fn pools(
+    upstream: &ResolvedUpstream,
+    auth: ClientAuth<'_>,
+    budget: &Arc<ConnectionBudget>,
+) -> Result<Pools, UpstreamConfigError> {
     Ok(Pools {
-        pooled: pool(upstream, tls_config(upstream, auth.clone())?, true),
-        http1: pool(upstream, tls_config(upstream, auth)?, false),
+        pooled: pool(upstream, tls_config(upstream, auth.clone())?, true, budget),
+        upgrades: pool(upstream, tls_config(upstream, auth)?, false, budget),
     })
 }
 
@@ -253,7 +275,12 @@ fn tls_config(
     })
 }
 
-fn pool(upstream: &ResolvedUpstream, tls: ClientConfig, allow_h2: bool) -> Arc<Pool> {
+fn pool(
+    upstream: &ResolvedUpstream,
+    tls: ClientConfig,
+    allow_h2: bool,
+    budget: &Arc<ConnectionBudget>,
+) -> Arc<Pool> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_connect_timeout(Some(CONNECT_TIMEOUT));
@@ -267,7 +294,12 @@ fn pool(upstream: &ResolvedUpstream, tls: ClientConfig, allow_h2: bool) -> Arc<P
     } else {
         builder.wrap_connector(http)
     };
-    Arc::new(Pool::new(connector, upstream.server.clone(), allow_h2))
+    Arc::new(Pool::new(
+        connector,
+        upstream.server.clone(),
+        allow_h2,
+        Arc::clone(budget),
+    ))
 }
 
 #[cfg(test)]

@@ -142,9 +142,12 @@ async fn http2_is_used_when_the_upstream_offers_it() {
 }
 
 #[tokio::test]
-async fn watches_get_http1_connections_of_their_own_even_when_http2_is_offered() {
+async fn watches_are_multiplexed_over_an_http2_connection_of_their_own() {
     let world = TlsWorld::start(true).await;
     let proxy = world.proxy(IdentityForwarding::Passthrough).await;
+    let pod = proxy.url("/api/v1/namespaces/ns/pods/web");
+    let response = http1_client().request(get(&pod)).await.expect("get");
+    assert_eq!(response.status(), StatusCode::OK);
     let url = proxy.url("/api/v1/namespaces/ns/pods?watch=true");
     let mut watches = Vec::new();
     for _ in 0..2 {
@@ -154,11 +157,18 @@ async fn watches_get_http1_connections_of_their_own_even_when_http2_is_offered()
         assert_eq!(response.status(), StatusCode::OK);
         watches.push((events, response));
     }
+    let response = http1_client().request(get(&pod)).await.expect("get");
+    assert_eq!(response.status(), StatusCode::OK);
     let seen = world.fake.requests();
-    assert_eq!(seen.len(), 2);
+    assert_eq!(seen.len(), 4);
     assert!(
-        seen.iter().all(|r| r.version == Version::HTTP_11),
+        seen.iter().all(|r| r.version == Version::HTTP_2),
         "{seen:?}"
+    );
+    assert_eq!(
+        world.fake.connections(),
+        2,
+        "one for ordinary requests, one for both watches"
     );
 }
 

@@ -14,6 +14,7 @@ use kube_apf_proxy::proxy::{
     empty_body, ForgeableHeaders, Forwarder, ForwarderConfig, IdentityForwarding, InClusterEnv,
     UpstreamAuth, UpstreamClient, UpstreamConfig,
 };
+use kube_apf_proxy::upstream::Route;
 use support::fake_apiserver::{FakeApiserver, FakeOptions, FakeTls};
 use support::pki::TestCa;
 use support::{body, http1_client, read_json, TestProxy};
@@ -35,7 +36,7 @@ async fn tls_fake(ca: &TestCa) -> FakeApiserver {
             client_ca: None,
             h2: true,
         }),
-        tokens: Default::default(),
+        ..Default::default()
     })
     .await
 }
@@ -95,14 +96,14 @@ fn assert_reached_as_carol(
     assert_eq!(seen.header_values("impersonate-user"), ["carol"]);
 }
 
-/// GETs a pod with the proxy's credentials; `dedicated` as for a long-running request.
-async fn get_pod(client: &UpstreamClient, dedicated: bool) {
+/// GETs a pod with the proxy's credentials, sent by `route`.
+async fn get_pod(client: &UpstreamClient, route: Route) {
     let uri = client
         .uri_for("/api/v1/namespaces/ns/pods/web")
         .expect("uri");
     let request = Request::get(uri).body(empty_body()).expect("request");
     let response = client
-        .send(request, UpstreamAuth::Proxy, dedicated)
+        .send(request, UpstreamAuth::Proxy, route)
         .await
         .expect("response");
     assert_eq!(response.status(), StatusCode::OK);
@@ -110,7 +111,7 @@ async fn get_pod(client: &UpstreamClient, dedicated: bool) {
 }
 
 #[tokio::test]
-async fn short_requests_share_one_http2_connection_and_long_running_ones_get_http1() {
+async fn short_and_long_running_requests_multiplex_on_http2_connections_of_their_own() {
     let ca = TestCa::new("kube-ca");
     let fake = tls_fake(&ca).await;
     let client = client_for(&kubeconfig(
@@ -120,20 +121,26 @@ async fn short_requests_share_one_http2_connection_and_long_running_ones_get_htt
     ));
 
     // A burst of first requests makes one connection, not one each; later ones reuse it.
-    futures_util::future::join_all((0..20).map(|_| get_pod(&client, false))).await;
+    futures_util::future::join_all((0..20).map(|_| get_pod(&client, Route::Short))).await;
     for _ in 0..5 {
-        get_pod(&client, false).await;
+        get_pod(&client, Route::Short).await;
     }
     let requests = fake.requests();
     assert_eq!(requests.len(), 25);
     assert!(requests.iter().all(|r| r.version == http::Version::HTTP_2));
     assert_eq!(fake.connections(), 1);
 
-    // Long-running requests get HTTP/1.1 connections of their own, reused among themselves.
-    get_pod(&client, true).await;
-    get_pod(&client, true).await;
-    assert_eq!(fake.last_request().version, http::Version::HTTP_11);
+    // Long-running requests share an HTTP/2 connection of their own.
+    get_pod(&client, Route::LongRunning).await;
+    get_pod(&client, Route::LongRunning).await;
+    assert_eq!(fake.last_request().version, http::Version::HTTP_2);
     assert_eq!(fake.connections(), 2);
+
+    // Upgrades (exec, attach, port-forward) get HTTP/1.1 connections, reused while not upgraded.
+    get_pod(&client, Route::Upgrade).await;
+    get_pod(&client, Route::Upgrade).await;
+    assert_eq!(fake.last_request().version, http::Version::HTTP_11);
+    assert_eq!(fake.connections(), 3);
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ use http::{Method, Request, StatusCode};
 
 use crate::proxy::{empty_body, UpstreamAuth, UpstreamClient};
 use crate::server::ReadyFlag;
+use crate::upstream::Route;
 
 /// How long one health check may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -47,7 +48,7 @@ async fn probe(upstream: &UpstreamClient) -> Result<StatusCode, crate::proxy::Bo
         .method(Method::GET)
         .uri(upstream.uri_for("/readyz")?)
         .body(empty_body())?;
-    let sent = upstream.send(request, UpstreamAuth::Proxy, false);
+    let sent = upstream.send(request, UpstreamAuth::Proxy, Route::Short);
     let response = tokio::time::timeout(PROBE_TIMEOUT, sent)
         .await
         .map_err(|_| format!("/readyz: no answer within {PROBE_TIMEOUT:?}"))??;

@@ -1,5 +1,6 @@
 //! Families read at scrape time from counters other modules already keep: the authenticator's
-//! [`AuthStats`] and the secure listener's [`ServerStats`]. Reading them (instead of counting twice)
+//! [`AuthStats`], the secure listener's [`ServerStats`] and the upstream client's
+//! [`UpstreamStats`]. Reading them (instead of counting twice)
 //! keeps one source of truth; the families appear once their owner is registered.
 
 use std::sync::atomic::Ordering;
@@ -12,6 +13,7 @@ use super::Metrics;
 use crate::auth::{AttemptResult, AuthMethod, AuthStats, CredentialKind};
 use crate::proxy::exec_credential::ExecPlugin;
 use crate::server::ServerStats;
+use crate::upstream::UpstreamStats;
 
 /// One family: its description and how to read its series.
 struct Family {
@@ -189,6 +191,51 @@ impl Collector for ExecPluginCollector {
     }
 }
 
+/// The upstream client's connections, streams and refusals.
+struct UpstreamCollector {
+    stats: Arc<UpstreamStats>,
+    connections: Family,
+    streams: Family,
+    limit_rejections: Family,
+    goaways: Family,
+    retries: Family,
+}
+
+impl Collector for UpstreamCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        vec![
+            &self.connections.desc,
+            &self.streams.desc,
+            &self.limit_rejections.desc,
+            &self.goaways.desc,
+            &self.retries.desc,
+        ]
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let s = &self.stats;
+        vec![
+            self.connections.collect(
+                s.connections()
+                    .map(|(p, n)| (vec![p.as_str()], n as f64))
+                    .collect(),
+            ),
+            self.streams.collect(
+                s.streams_in_use()
+                    .map(|(r, n)| (vec![r.as_str()], n as f64))
+                    .collect(),
+            ),
+            self.limit_rejections.collect(
+                s.limit_refusals()
+                    .map(|(r, n)| (vec![r.as_str()], n as f64))
+                    .collect(),
+            ),
+            self.goaways.collect(vec![(vec![], s.goaways() as f64)]),
+            self.retries.collect(vec![(vec![], s.retries() as f64)]),
+        ]
+    }
+}
+
 // === impl Metrics: registering other modules' counters ===
 
 impl Metrics {
@@ -233,6 +280,47 @@ impl Metrics {
                 "Runs of the upstream kubeconfig's exec credential plugin, by result",
                 &["result"],
                 MetricType::COUNTER,
+            )?,
+        };
+        self.registry.register(Box::new(collector))
+    }
+
+    /// Exports the upstream client's counters (`UpstreamClient::stats()`): open connections by
+    /// protocol, HTTP/2 streams in use by route, requests refused at `--upstream-max-connections`,
+    /// `GOAWAY`s received and requests sent again after a connection did not take them.
+    pub fn register_upstream_stats(&self, stats: Arc<UpstreamStats>) -> prometheus::Result<()> {
+        use MetricType::{COUNTER, GAUGE};
+        let collector = UpstreamCollector {
+            stats,
+            connections: Family::new(
+                "apf_proxy_upstream_connections",
+                "Connections open to the upstream, by protocol (h2 or http/1.1)",
+                &["protocol"],
+                GAUGE,
+            )?,
+            streams: Family::new(
+                "apf_proxy_upstream_streams_in_use",
+                "HTTP/2 streams open to the upstream, by route (short, long-running)",
+                &["route"],
+                GAUGE,
+            )?,
+            limit_rejections: Family::new(
+                "apf_proxy_upstream_connection_limit_rejections_total",
+                "Requests answered 503 because they needed a new upstream connection and --upstream-max-connections were open, by route",
+                &["route"],
+                COUNTER,
+            )?,
+            goaways: Family::new(
+                "apf_proxy_upstream_goaways_total",
+                "HTTP/2 GOAWAY frames received from the upstream",
+                &[],
+                COUNTER,
+            )?,
+            retries: Family::new(
+                "apf_proxy_upstream_retries_total",
+                "Requests sent again on another upstream connection because the first closed or refused them before processing",
+                &[],
+                COUNTER,
             )?,
         };
         self.registry.register(Box::new(collector))

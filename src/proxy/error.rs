@@ -25,6 +25,16 @@ pub enum UpstreamError {
     /// was closed or reset, or the upstream spoke garbage. 502, as a reverse proxy answers.
     #[error("bad response from the upstream apiserver: {0}")]
     BadGateway(#[source] BoxError),
+    /// A new upstream connection was needed and `--upstream-max-connections` are open (for a
+    /// long-running request: all but the `reserved` ones kept for ordinary requests). Nothing was
+    /// sent. 503 with `Retry-After: 1`, which client-go honours by retrying.
+    #[error("the proxy's upstream connection limit is reached ({max} connections{}); retry later", reserved_note(*.reserved))]
+    ConnectionLimit {
+        /// `--upstream-max-connections`.
+        max: usize,
+        /// Connections kept for ordinary requests that this (long-running) request could not take.
+        reserved: usize,
+    },
     /// The upstream did not answer within the request's timeout. 504, as the apiserver's own
     /// timeout filter answers.
     #[error("request did not complete within the allotted timeout ({after:?})")]
@@ -32,6 +42,13 @@ pub enum UpstreamError {
         /// The timeout that elapsed.
         after: Duration,
     },
+}
+
+fn reserved_note(reserved: usize) -> String {
+    match reserved {
+        0 => String::new(),
+        n => format!(", of which {n} are kept for requests that are not long-running"),
+    }
 }
 
 /// Every way a request can end without an upstream response. [`error_response`] maps each
@@ -173,6 +190,11 @@ impl ProxyError {
             ProxyError::Upstream(UpstreamError::Unavailable(_)) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", None)
             }
+            ProxyError::Upstream(UpstreamError::ConnectionLimit { .. }) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+                Some(retry_details(1)),
+            ),
             // Kubernetes has no reason for 502 (`NewGenericServerResponse` leaves it unknown).
             ProxyError::Upstream(UpstreamError::BadGateway(_)) => {
                 (StatusCode::BAD_GATEWAY, "", None)
@@ -209,7 +231,11 @@ impl ProxyError {
             | ProxyError::PayloadTooLarge { .. }
             | ProxyError::HeadersTooLarge { .. }
             | ProxyError::ServiceUnavailable { .. }
-            | ProxyError::Upstream(UpstreamError::Unavailable(_) | UpstreamError::BadGateway(_))
+            | ProxyError::Upstream(
+                UpstreamError::Unavailable(_)
+                | UpstreamError::BadGateway(_)
+                | UpstreamError::ConnectionLimit { .. },
+            )
             | ProxyError::Internal { .. } => self.to_string(),
         }
     }
@@ -259,14 +285,19 @@ pub fn error_response(error: &ProxyError) -> Response<ProxyBody> {
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),
     );
-    if let ProxyError::TooManyRequests {
-        retry_after_seconds,
-    } = error
-    {
-        headers.insert(
-            RETRY_AFTER,
-            HeaderValue::from((*retry_after_seconds).max(1)),
-        );
+    match error {
+        ProxyError::TooManyRequests {
+            retry_after_seconds,
+        } => {
+            headers.insert(
+                RETRY_AFTER,
+                HeaderValue::from((*retry_after_seconds).max(1)),
+            );
+        }
+        ProxyError::Upstream(UpstreamError::ConnectionLimit { .. }) => {
+            headers.insert(RETRY_AFTER, HeaderValue::from(1u32));
+        }
+        _ => {}
     }
     response
 }

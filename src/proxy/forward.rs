@@ -37,7 +37,7 @@ use super::{
     empty_body, BoxError, ProxyBody, ProxyError, UpstreamBody, UpstreamClient, UpstreamError,
 };
 use crate::auth::Identity;
-use crate::upstream::UpstreamAuth;
+use crate::upstream::{Route, UpstreamAuth};
 use deadline::DeadlineBody;
 
 /// How requests are forwarded.
@@ -130,8 +130,14 @@ impl Forwarder {
         let deadline = self.deadline(&request, &ctx, upgrade)?;
         let caller_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
         let upstream_request = self.upstream_request(request, &ctx, upgrade)?;
-        let dedicated = upgrade || ctx.long_running;
-        let response = self.send(upstream_request, dedicated, deadline).await?;
+        let route = if upgrade {
+            Route::Upgrade
+        } else if ctx.long_running {
+            Route::LongRunning
+        } else {
+            Route::Short
+        };
+        let response = self.send(upstream_request, route, deadline).await?;
         Ok(relay(response, caller_upgrade, deadline))
     }
 
@@ -196,7 +202,7 @@ impl Forwarder {
     async fn send(
         &self,
         request: Request<ProxyBody>,
-        dedicated: bool,
+        route: Route,
         deadline: Option<Deadline>,
     ) -> Result<Response<UpstreamBody>, ProxyError> {
         let auth = match self.config.mode {
@@ -204,7 +210,7 @@ impl Forwarder {
             IdentityForwarding::Impersonate => UpstreamAuth::Proxy,
             IdentityForwarding::Requestheader => UpstreamAuth::ProxyCertificate,
         };
-        let sent = self.client.send(request, auth, dedicated);
+        let sent = self.client.send(request, auth, route);
         Ok(match deadline {
             None => sent.await?,
             Some(Deadline { at, after }) => tokio::time::timeout_at(at, sent)

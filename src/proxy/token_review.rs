@@ -10,7 +10,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use super::{full_body, BoxError, UpstreamClient, UpstreamError};
 use crate::auth::authorize::{AccessReviewTransport, SUBJECT_ACCESS_REVIEW_PATH};
 use crate::auth::{TokenReviewTransport, TransportError};
-use crate::upstream::UpstreamAuth;
+use crate::upstream::{Route, UpstreamAuth};
 
 /// The path TokenReviews are POSTed to.
 pub const TOKEN_REVIEW_PATH: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
@@ -21,7 +21,9 @@ const MAX_REVIEW_RESPONSE: usize = 1024 * 1024;
 impl From<UpstreamError> for TransportError {
     fn from(error: UpstreamError) -> Self {
         match error {
-            UpstreamError::Unavailable(_) | UpstreamError::BadGateway(_) => {
+            UpstreamError::Unavailable(_)
+            | UpstreamError::BadGateway(_)
+            | UpstreamError::ConnectionLimit { .. } => {
                 TransportError::Connection(error.to_string())
             }
             UpstreamError::Timeout { .. } => TransportError::Other(error.to_string()),
@@ -65,7 +67,9 @@ async fn post_review(
         .header(ACCEPT, HeaderValue::from_static("application/json"))
         .body(full_body(body))
         .map_err(other)?;
-    let response = client.send(request, UpstreamAuth::Proxy, false).await?;
+    let response = client
+        .send(request, UpstreamAuth::Proxy, Route::Short)
+        .await?;
     let status = response.status();
     let bytes = Limited::new(response.into_body(), MAX_REVIEW_RESPONSE)
         .collect()

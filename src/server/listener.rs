@@ -60,10 +60,10 @@ pub struct ConnectionLimits {
 }
 
 impl Default for ConnectionLimits {
-    /// kube-apiserver's values (see the module documentation), 10 000 connections.
+    /// kube-apiserver's values (see the module documentation), `--max-connections`' default.
     fn default() -> Self {
         Self {
-            max_connections: 10_000,
+            max_connections: super::options::DEFAULT_MAX_CONNECTIONS,
             tls_handshake_timeout: Duration::from_secs(32),
             header_read_timeout: Duration::from_secs(32),
             max_header_bytes: 1 << 20,
@@ -86,6 +86,7 @@ impl ConnectionLimits {
     pub fn from_options(opts: &ServeOptions) -> Self {
         Self {
             http2_max_concurrent_streams: opts.http2_max_streams(),
+            max_connections: opts.max_connections.max(1),
             grace_period: opts.shutdown_grace_period,
             ..Self::default()
         }

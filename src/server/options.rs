@@ -51,6 +51,12 @@ pub struct ServeOptions {
     #[arg(long, default_value_t = 0, help_heading = "Listening")]
     pub http2_max_streams_per_connection: u32,
 
+    /// Client connections open at once at most; further clients wait in the kernel's accept
+    /// backlog. The default fits a large cluster (5,000 nodes with a kubelet and a few agents
+    /// each); kube-apiserver itself has no such cap.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, help_heading = "Listening")]
+    pub max_connections: usize,
+
     // === Authentication ===
     /// PEM bundle of CAs whose client certificates authenticate as their CommonName/Organizations.
     #[arg(long, help_heading = "Authentication")]
@@ -133,6 +139,16 @@ pub struct ServeOptions {
     #[arg(long, value_enum, default_value_t = IdentityForwarding::Passthrough,
           help_heading = "Upstream")]
     pub identity_forwarding: IdentityForwarding,
+
+    /// Upstream connections open at once at most (both protocols and TLS identities). Over
+    /// HTTP/2 each carries up to the upstream's stream limit (kube-apiserver: 100 unless its
+    /// --http2-max-streams-per-connection); over HTTP/1.1 each request in flight, watches
+    /// included, holds one. Watches may not take the last --max-requests-inflight +
+    /// --max-mutating-requests-inflight (at most half). At the bound a request that needs a new
+    /// connection gets 503 with Retry-After.
+    #[arg(long, default_value_t = crate::upstream::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::value_parser!(u32).range(1..), help_heading = "Upstream")]
+    pub upstream_max_connections: u32,
 
     // === Flow control ===
     /// The configuration directory (FlowSchemas, PriorityLevelConfigurations); the embedded
@@ -256,6 +272,9 @@ pub enum LogFormat {
 
 /// kube-apiserver's default `MaxConcurrentStreams` when the flag is 0 (`secure_serving.go`).
 const DEFAULT_HTTP2_MAX_STREAMS: u32 = 100;
+/// `--max-connections` by default: 5,000 nodes (Kubernetes' largest supported cluster) with a
+/// kubelet and about four other agents each, and room for the controllers.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 25_000;
 
 impl ServeOptions {
     /// The address the secure listener binds.
@@ -274,6 +293,14 @@ impl ServeOptions {
     pub fn server_concurrency_limit(&self) -> u32 {
         self.max_requests_inflight
             .saturating_add(self.max_mutating_requests_inflight)
+    }
+
+    /// The upstream client's connection bound and its reserve for ordinary requests.
+    pub fn upstream_limits(&self) -> crate::upstream::UpstreamLimits {
+        crate::upstream::UpstreamLimits::new(
+            self.upstream_max_connections as usize,
+            self.server_concurrency_limit() as usize,
+        )
     }
 
     /// The HTTP/2 stream limit advertised to clients (the flag, or 100 when it is 0).

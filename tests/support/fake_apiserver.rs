@@ -103,6 +103,8 @@ pub struct FakeOptions {
     pub tls: Option<FakeTls>,
     /// TokenReview answers.
     pub tokens: HashMap<String, ReviewedUser>,
+    /// HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS` (hyper's default, 200, without).
+    pub h2_max_streams: Option<u32>,
 }
 
 /// The fake's TLS settings.
@@ -126,6 +128,9 @@ struct State {
     access_reviews_fail: std::sync::atomic::AtomicBool,
     flowcontrol: FlowControlStore,
     access_review_specs: Mutex<Vec<serde_json::Value>>,
+    h2_max_streams: Option<u32>,
+    /// Bumped to make every open connection close gracefully (HTTP/2: GOAWAY).
+    goaway: tokio::sync::watch::Sender<u64>,
 }
 
 /// A running fake apiserver; stops when dropped.
@@ -169,6 +174,8 @@ impl FakeApiserver {
             access_reviews_fail: Default::default(),
             flowcontrol: FlowControlStore::default(),
             access_review_specs: Mutex::new(Vec::new()),
+            h2_max_streams: options.h2_max_streams,
+            goaway: tokio::sync::watch::channel(0).0,
         });
         let acceptor = options.tls.map(|tls| {
             let alpn: &[&[u8]] = if tls.h2 {
@@ -189,6 +196,13 @@ impl FakeApiserver {
             uploads: tokio::sync::Mutex::new(upload_rx),
             task,
         }
+    }
+
+    /// Closes every open connection gracefully, as an apiserver does at shutdown or by its
+    /// `--goaway-chance`: HTTP/2 connections get `GOAWAY` (their open streams finish), HTTP/1.1
+    /// ones close after their current response. Later connections are not affected.
+    pub fn goaway(&self) {
+        self.state.goaway.send_modify(|n| *n += 1);
     }
 
     /// Makes every SubjectAccessReview fail with 500 (`true`) or be answered again (`false`).
@@ -300,13 +314,23 @@ async fn serve<I>(io: TokioIo<I>, certs: Option<Vec<CertificateDer<'static>>>, s
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let mut goaway = state.goaway.subscribe();
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    if let Some(n) = state.h2_max_streams {
+        builder.http2().max_concurrent_streams(n);
+    }
     let service = service_fn(move |request: Request<Incoming>| {
         let state = state.clone();
         let certs = certs.clone();
         async move { Ok::<_, Infallible>(route(request, certs, state).await) }
     });
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    let _ = builder.serve_connection_with_upgrades(io, service).await;
+    let conn = builder.serve_connection_with_upgrades(io, service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = goaway.changed() => conn.as_mut().graceful_shutdown(),
+    }
+    let _ = conn.await;
 }
 
 async fn route(

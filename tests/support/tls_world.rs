@@ -28,6 +28,15 @@ pub struct TlsWorld {
 impl TlsWorld {
     /// Starts the fake; `h2` offers HTTP/2 by ALPN.
     pub async fn start(h2: bool) -> Self {
+        Self::start_with(h2, None).await
+    }
+
+    /// Starts the fake offering HTTP/2 with `max_streams` per connection.
+    pub async fn start_h2_with_max_streams(max_streams: u32) -> Self {
+        Self::start_with(true, Some(max_streams)).await
+    }
+
+    async fn start_with(h2: bool, h2_max_streams: Option<u32>) -> Self {
         let ca = TestCa::new("upstream-ca");
         let client_ca = TestCa::new("client-ca");
         let dir = tempfile::tempdir().expect("tempdir");
@@ -54,6 +63,7 @@ impl TlsWorld {
                 h2,
             }),
             tokens,
+            h2_max_streams,
         })
         .await;
         let config = UpstreamConfig {
