@@ -43,54 +43,6 @@ fn main() {
     }
 }
 
-fn knob(var: &str, default: u64) -> u64 {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn secs(var: &str, default: u64) -> Duration {
-    Duration::from_secs(knob(var, default))
-}
-
-fn level(name: &str, shares: u32, queues: u32, hand: u32, qll: u32) -> String {
-    format!(
-        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\n\
-         metadata: {{name: {name}}}\nspec:\n  type: Limited\n  limited:\n    \
-         nominalConcurrencyShares: {shares}\n    lendablePercent: 0\n    limitResponse:\n      \
-         type: Queue\n      queuing: {{queues: {queues}, handSize: {hand}, queueLengthLimit: {qll}}}\n---\n"
-    )
-}
-
-fn schema(name: &str, group: &str, level: &str, precedence: u32) -> String {
-    format!(
-        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata: {{name: {name}}}\n\
-         spec:\n  priorityLevelConfiguration: {{name: {level}}}\n  matchingPrecedence: {precedence}\n  \
-         distinguisherMethod: {{type: ByUser}}\n  rules:\n  - subjects: [{{kind: Group, group: {{name: {group}}}}}]\n    \
-         resourceRules: [{{verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true}}]\n---\n"
-    )
-}
-
-/// Writes the configuration directory and a token file with `users` as `(user, group)`.
-fn write_setup(dir: &std::path::Path, config: &str, users: &[(String, String)]) -> Vec<String> {
-    let config_dir = dir.join("flowcontrol");
-    std::fs::create_dir_all(&config_dir).expect("config dir");
-    std::fs::write(config_dir.join("config.yaml"), config).expect("config");
-    let tokens: String = users
-        .iter()
-        .map(|(user, group)| format!("tok-{user},{user},uid-{user},\"{group}\"\n"))
-        .collect();
-    std::fs::write(dir.join("tokens.csv"), tokens).expect("tokens");
-    vec![
-        format!("--config-dir={}", config_dir.display()),
-        format!("--token-auth-file={}", dir.join("tokens.csv").display()),
-        "--http2-max-streams-per-connection=1000".to_string(),
-    ]
-}
-
-const POD_PATH: &str = "/api/v1/namespaces/ns/pods/x";
-
 async fn soak() {
     let flood_for = secs("SOAK_SECS", 30);
     // Knobs for a harsher flood: workers per flooding user, the low level's queue length (small

@@ -270,10 +270,12 @@ impl App {
 /// The secure port's handler: the pipeline, with watch responses ending at `watches_end`.
 fn secure_handler(proxy: Arc<Proxy>, watches_end: ShutdownSignal) -> Arc<dyn server::Handler> {
     Arc::new(move |request: http::Request<hyper::body::Incoming>| {
-        let proxy = Arc::clone(&proxy);
+        // The pipeline's future is made here, outside the async block: the block then holds
+        // it, not a second copy of the request.
+        let handled = Arc::clone(&proxy).handle(request);
         let watches_end = watches_end.clone();
         async move {
-            let response = proxy.handle(request).await;
+            let response = handled.await;
             if response.extensions().get::<WatchStream>().is_some()
                 && response.status().is_success()
             {

@@ -1,3 +1,4 @@
+#![allow(dead_code)] // Shared by the overload and scale benchmarks; each uses a part.
 //! What both overload benchmarks share: a fake upstream with a fixed service time, the proxy (the
 //! release binary) or nginx in front of it with generated certificates, clients per flow, and
 //! latency statistics.
@@ -29,20 +30,48 @@ const POD: &[u8] = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"x","n
 
 /// The fake apiserver: every request takes `service` while holding one of `capacity` slots (a
 /// saturated apiserver: with nginx in front, excess requests wait here in FIFO order); `?watch=1`
-/// streams one event a second until the client leaves; while `stalled`, requests wait before
-/// being served.
+/// streams one event every `event_interval` until the client leaves; while `stalled`, requests
+/// wait before being served. Plain HTTP (h1 and h2c), or TLS with `h2` by ALPN and a stream
+/// limit; it can close its connections gracefully (`goaway`) or go down and come back
+/// (`restart`).
 pub struct Upstream {
     pub addr: SocketAddr,
     pub served: AtomicU64,
     pub watches: AtomicU64,
+    /// Watch events sent.
+    pub events: Arc<AtomicU64>,
     stalled: std::sync::atomic::AtomicBool,
     release: Notify,
     slots: Semaphore,
     service: Duration,
+    event_interval: Duration,
+    /// Bumped: every open connection closes gracefully (HTTP/2: GOAWAY).
+    goaway: tokio::sync::watch::Sender<u64>,
+    /// Set: the listener and every connection go away for that long.
+    outage: tokio::sync::watch::Sender<Option<Duration>>,
+}
+
+/// How the fake upstream serves.
+pub struct UpstreamOptions {
+    pub service: Duration,
+    pub capacity: usize,
+    pub event_interval: Duration,
+    /// TLS with this PKI's serving certificate, offering `h2` with this stream limit.
+    pub tls: Option<(rustls::ServerConfig, u32)>,
 }
 
 impl Upstream {
     pub async fn start(service: Duration, capacity: usize) -> Arc<Upstream> {
+        Self::start_with(UpstreamOptions {
+            service,
+            capacity,
+            event_interval: Duration::from_secs(1),
+            tls: None,
+        })
+        .await
+    }
+
+    pub async fn start_with(options: UpstreamOptions) -> Arc<Upstream> {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind upstream");
@@ -50,27 +79,116 @@ impl Upstream {
             addr: listener.local_addr().expect("addr"),
             served: AtomicU64::new(0),
             watches: AtomicU64::new(0),
+            events: Arc::default(),
             stalled: false.into(),
             release: Notify::new(),
-            slots: Semaphore::new(capacity),
-            service,
+            slots: Semaphore::new(options.capacity),
+            service: options.service,
+            event_interval: options.event_interval,
+            goaway: tokio::sync::watch::channel(0).0,
+            outage: tokio::sync::watch::channel(None).0,
         });
-        let server = Arc::clone(&upstream);
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let server = Arc::clone(&server);
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| {
-                        let server = Arc::clone(&server);
-                        async move { Ok::<_, Infallible>(server.serve(req).await) }
-                    });
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
+        let (acceptor, max_streams) = match options.tls {
+            Some((mut config, max_streams)) => {
+                config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+                (
+                    Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))),
+                    Some(max_streams),
+                )
             }
-        });
+            None => (None, None),
+        };
+        tokio::spawn(Arc::clone(&upstream).accept_loop(listener, acceptor, max_streams));
         upstream
+    }
+
+    /// Closes every open connection gracefully: HTTP/2 connections get GOAWAY and finish their
+    /// open streams.
+    pub fn goaway(&self) {
+        self.goaway.send_modify(|n| *n += 1);
+    }
+
+    /// Goes away for `down_for` (connections cut, the port closed), then listens again.
+    pub fn restart(&self, down_for: Duration) {
+        self.outage.send_replace(Some(down_for));
+    }
+
+    async fn accept_loop(
+        self: Arc<Self>,
+        mut listener: TcpListener,
+        acceptor: Option<tokio_rustls::TlsAcceptor>,
+        max_streams: Option<u32>,
+    ) {
+        let mut outage = self.outage.subscribe();
+        loop {
+            let (stream, cut) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => (stream, outage.clone()),
+                    Err(_) => continue,
+                },
+                _ = outage.changed() => {
+                    let down_for = outage.borrow_and_update().unwrap_or_default();
+                    drop(listener);
+                    tokio::time::sleep(down_for).await;
+                    listener = loop {
+                        match TcpListener::bind(self.addr).await {
+                            Ok(l) => break l,
+                            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                        }
+                    };
+                    continue;
+                }
+            };
+            let server = Arc::clone(&self);
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let mut cut = cut;
+                cut.borrow_and_update();
+                let serving = async {
+                    match acceptor {
+                        Some(acceptor) => {
+                            if let Ok(tls) = acceptor.accept(stream).await {
+                                server
+                                    .serve_connection(TokioIo::new(tls), max_streams)
+                                    .await;
+                            }
+                        }
+                        None => {
+                            server
+                                .serve_connection(TokioIo::new(stream), max_streams)
+                                .await
+                        }
+                    }
+                };
+                tokio::select! {
+                    _ = serving => {}
+                    _ = cut.changed() => {}
+                }
+            });
+        }
+    }
+
+    async fn serve_connection<I>(self: Arc<Self>, io: TokioIo<I>, max_streams: Option<u32>)
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let mut goaway = self.goaway.subscribe();
+        let server = Arc::clone(&self);
+        let service = hyper::service::service_fn(move |req| {
+            let server = Arc::clone(&server);
+            async move { Ok::<_, Infallible>(server.serve(req).await) }
+        });
+        let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+        if let Some(n) = max_streams {
+            builder.http2().max_concurrent_streams(n);
+        }
+        let conn = builder.serve_connection(io, service);
+        tokio::pin!(conn);
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = goaway.changed() => conn.as_mut().graceful_shutdown(),
+        }
+        let _ = conn.await;
     }
 
     pub fn stall(&self, on: bool) {
@@ -84,12 +202,18 @@ impl Upstream {
         let query = req.uri().query().unwrap_or_default();
         if query.contains("watch=1") {
             self.watches.fetch_add(1, Ordering::Relaxed);
-            let events = futures_util::stream::unfold(0u64, |n| async move {
-                if n > 0 {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+            let interval = self.event_interval;
+            let counter = Arc::clone(&self.events);
+            let events = futures_util::stream::unfold(0u64, move |n| {
+                let counter = Arc::clone(&counter);
+                async move {
+                    if n > 0 {
+                        tokio::time::sleep(interval).await;
+                    }
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    let event = format!("{{\"type\":\"BOOKMARK\",\"object\":{{\"n\":{n}}}}}\n");
+                    Some((Ok::<_, BoxError>(Frame::data(Bytes::from(event))), n + 1))
                 }
-                let event = format!("{{\"type\":\"BOOKMARK\",\"object\":{{\"n\":{n}}}}}\n");
-                Some((Ok::<_, BoxError>(Frame::data(Bytes::from(event))), n + 1))
             });
             return Response::new(StreamBody::new(events).boxed_unsync());
         }
@@ -123,6 +247,8 @@ pub struct Pki {
     pub cert_file: PathBuf,
     pub key_file: PathBuf,
     pub client: rustls::ClientConfig,
+    cert_der: rustls::pki_types::CertificateDer<'static>,
+    key_der: Vec<u8>,
 }
 
 impl Pki {
@@ -147,7 +273,22 @@ impl Pki {
             cert_file,
             key_file,
             client,
+            cert_der: cert.der().clone(),
+            key_der: key.serialize_der(),
         }
+    }
+
+    /// A server configuration with the same certificate (for a TLS upstream).
+    pub fn server_config(&self) -> rustls::ServerConfig {
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(self.key_der.clone().into());
+        rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![self.cert_der.clone()], key)
+        .expect("server config")
     }
 }
 
@@ -192,13 +333,36 @@ pub async fn start_proxy(
     upstream: SocketAddr,
     extra: &[String],
 ) -> (Process, String, String) {
+    start_proxy_to(dir, pki, &format!("http://{upstream}"), extra).await
+}
+
+/// Starts the release proxy in front of `upstream` (a URL; an `https://` one is verified against
+/// the PKI's certificate).
+pub async fn start_proxy_to(
+    dir: &Path,
+    pki: &Pki,
+    upstream: &str,
+    extra: &[String],
+) -> (Process, String, String) {
     let (port, admin) = (free_port(), free_port());
-    let child = Command::new(env!("CARGO_BIN_EXE_kube-apf-proxy"))
+    // `PROXY_WRAPPER="heaptrack -o /tmp/proxy"` runs the proxy under a profiler.
+    let wrapper = std::env::var("PROXY_WRAPPER").unwrap_or_default();
+    let mut command = wrapper.split_whitespace();
+    let mut command = match command.next() {
+        Some(program) => {
+            let mut c = Command::new(program);
+            c.args(command).arg(env!("CARGO_BIN_EXE_kube-apf-proxy"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_kube-apf-proxy")),
+    };
+    let child = command
         .arg("serve")
         .arg("--bind-address=127.0.0.1")
         .arg(format!("--secure-port={port}"))
         .arg(format!("--admin-address=127.0.0.1:{admin}"))
-        .arg(format!("--upstream=http://{upstream}"))
+        .arg(format!("--upstream={upstream}"))
+        .arg(format!("--upstream-ca-file={}", pki.cert_file.display()))
         .arg(format!("--tls-cert-file={}", pki.cert_file.display()))
         .arg(format!("--tls-private-key-file={}", pki.key_file.display()))
         .args(extra)
@@ -208,7 +372,10 @@ pub async fn start_proxy(
         .expect("start the proxy (cargo bench builds it)");
     let process = Process(child);
     let admin_url = format!("http://127.0.0.1:{admin}");
-    wait_until_up(&format!("{admin_url}/livez")).await;
+    if !wait_until_up(&format!("{admin_url}/livez")).await {
+        let log = std::fs::read_to_string(dir.join("proxy.log")).unwrap_or_default();
+        panic!("the proxy did not come up:\n{log}");
+    }
     (process, format!("https://127.0.0.1:{port}"), admin_url)
 }
 
@@ -260,16 +427,16 @@ pub async fn start_nginx(dir: &Path, pki: &Pki, upstream: SocketAddr) -> Option<
     None
 }
 
-async fn wait_until_up(url: &str) {
+async fn wait_until_up(url: &str) -> bool {
     let client = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
     for _ in 0..200 {
         let req = Request::get(url).body(empty()).expect("request");
         if client.request(req).await.is_ok() {
-            return;
+            return true;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("{url} did not come up");
+    false
 }
 
 pub fn empty() -> Body {
@@ -422,3 +589,51 @@ impl Outcomes {
         self.ok + self.rejected + self.other + self.errors
     }
 }
+
+pub fn knob(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+pub fn secs(var: &str, default: u64) -> Duration {
+    Duration::from_secs(knob(var, default))
+}
+
+pub fn level(name: &str, shares: u32, queues: u32, hand: u32, qll: u32) -> String {
+    format!(
+        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\n\
+         metadata: {{name: {name}}}\nspec:\n  type: Limited\n  limited:\n    \
+         nominalConcurrencyShares: {shares}\n    lendablePercent: 0\n    limitResponse:\n      \
+         type: Queue\n      queuing: {{queues: {queues}, handSize: {hand}, queueLengthLimit: {qll}}}\n---\n"
+    )
+}
+
+pub fn schema(name: &str, group: &str, level: &str, precedence: u32) -> String {
+    format!(
+        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata: {{name: {name}}}\n\
+         spec:\n  priorityLevelConfiguration: {{name: {level}}}\n  matchingPrecedence: {precedence}\n  \
+         distinguisherMethod: {{type: ByUser}}\n  rules:\n  - subjects: [{{kind: Group, group: {{name: {group}}}}}]\n    \
+         resourceRules: [{{verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true}}]\n---\n"
+    )
+}
+
+/// Writes the configuration directory and a token file with `users` as `(user, group)`.
+pub fn write_setup(dir: &std::path::Path, config: &str, users: &[(String, String)]) -> Vec<String> {
+    let config_dir = dir.join("flowcontrol");
+    std::fs::create_dir_all(&config_dir).expect("config dir");
+    std::fs::write(config_dir.join("config.yaml"), config).expect("config");
+    let tokens: String = users
+        .iter()
+        .map(|(user, group)| format!("tok-{user},{user},uid-{user},\"{group}\"\n"))
+        .collect();
+    std::fs::write(dir.join("tokens.csv"), tokens).expect("tokens");
+    vec![
+        format!("--config-dir={}", config_dir.display()),
+        format!("--token-auth-file={}", dir.join("tokens.csv").display()),
+        "--http2-max-streams-per-connection=1000".to_string(),
+    ]
+}
+
+pub const POD_PATH: &str = "/api/v1/namespaces/ns/pods/x";

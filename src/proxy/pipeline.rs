@@ -10,6 +10,7 @@ mod metering;
 #[cfg(test)]
 mod tests;
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -176,42 +177,60 @@ impl Proxy {
 
     /// Runs one request to its response. Never fails: every error becomes a response with a
     /// Kubernetes `Status` body, and every request is logged once.
-    pub async fn handle<B>(self: Arc<Self>, request: Request<B>) -> Response<ProxyBody>
+    ///
+    /// Not an `async fn` on purpose: an async fn keeps its arguments for its whole life, so each
+    /// layer that took the request by value would hold its own copy of it while the request waits
+    /// in a queue. Here the request is stored once, in the returned future, and lent to [`run`].
+    ///
+    /// [`run`]: Proxy::run
+    pub fn handle<B>(
+        self: Arc<Self>,
+        request: Request<B>,
+    ) -> impl Future<Output = Response<ProxyBody>> + Send + 'static
     where
-        B: Body<Data = Bytes> + Send + 'static,
+        B: Body<Data = Bytes> + Send + Sync + 'static,
         B::Error: Into<super::BoxError>,
     {
         let mut ctx = RequestContext::new(&request);
-        // Counts the request as abandoned if this future is dropped (the client went away)
-        // before it has a response.
-        let mut unanswered = Unanswered(Some(&self.metrics));
-        let mut response = match self.run(&mut ctx, request).await {
-            Ok(response) => response,
-            Err(error) => error_response(&error),
-        };
-        if let Some((flow_schema, priority_level)) = &ctx.classification {
-            set_pf_headers(response.headers_mut(), flow_schema, priority_level);
+        let mut request = Some(request);
+        async move {
+            // Counts the request as abandoned if this future is dropped (the client went away)
+            // before it has a response.
+            let mut unanswered = Unanswered(Some(&self.metrics));
+            let mut response = match self.run(&mut ctx, &mut request).await {
+                Ok(response) => response,
+                Err(error) => error_response(&error),
+            };
+            if let Some((flow_schema, priority_level)) = &ctx.classification {
+                set_pf_headers(response.headers_mut(), flow_schema, priority_level);
+            }
+            ctx.finish(response.status());
+            self.metrics.inc_requests(response.status().as_u16());
+            unanswered.0 = None;
+            response
         }
-        ctx.finish(response.status());
-        self.metrics.inc_requests(response.status().as_u16());
-        unanswered.0 = None;
-        response
     }
 
+    /// The pipeline; `slot` holds the request until it is forwarded.
     async fn run<B>(
         &self,
         ctx: &mut RequestContext,
-        request: Request<B>,
+        slot: &mut Option<Request<B>>,
     ) -> Result<Response<ProxyBody>, ProxyError>
     where
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<super::BoxError>,
     {
+        let Some(request) = slot.as_ref() else {
+            return Err(ProxyError::Internal {
+                message: "the request was already forwarded".to_string(),
+            });
+        };
         // The apiserver's outer filters (RequestInfo, then RequestDeadline) run before
         // authentication and flow control: a request they refuse gets 400 from any caller and
         // never reaches a queue.
         // Shared with the context (for the access log) rather than copied field by field.
-        let info = Arc::new(attributes(&request)?);
+        let info = Arc::new(attributes(request)?);
         let query = request.uri().query().map(str::to_owned);
         let long_running = request_info::is_long_running(&info);
         ctx.info = Some(Arc::clone(&info));
@@ -220,13 +239,18 @@ impl Proxy {
         } else {
             effective_timeout(query.as_deref(), self.request_timeout)?
         };
-        let identity = self.authenticate(ctx, &request).await?;
+        let identity = self.authenticate(ctx, slot).await?;
+        let Some(request) = slot.as_ref() else {
+            return Err(ProxyError::Internal {
+                message: "the request was already forwarded".to_string(),
+            });
+        };
         // The apiserver's impersonation filter runs after authentication and before flow
         // control: a refused impersonation never takes a seat.
         self.forwarder.check_impersonation(request.headers())?;
         if long_running && info.verb != "watch" {
             // Like the apiserver: exec, attach, port-forward, proxy and log follow bypass APF.
-            return self.forward(ctx, request, &identity, true).await;
+            return self.forward(ctx, slot, &identity, true).await;
         }
         check_body_size(&info, request.headers(), self.max_request_bytes)?;
         let snapshot = self.flow_control.snapshot();
@@ -281,7 +305,7 @@ impl Proxy {
         let execution = Execution::start(&self.metrics, flow, &info.verb);
         if info.verb == "watch" {
             let watch = self.estimator.watches().register(&info, query.as_deref());
-            let response = self.forward(ctx, request, &identity, true).await;
+            let response = self.forward(ctx, slot, &identity, true).await;
             // The watch is established upstream once its response head is here: its seats go
             // back to the level while the stream goes on (the tracker entry stays until the end).
             seat.finish_early();
@@ -292,15 +316,20 @@ impl Proxy {
                 r
             });
         }
-        let response = self.forward(ctx, request, &identity, false).await?;
+        let response = self.forward(ctx, slot, &identity, false).await?;
         Ok(response.map(|body| SeatBody::wrap(body, Some(seat), None, Some(execution))))
     }
 
     async fn authenticate<B>(
         &self,
         ctx: &mut RequestContext,
-        request: &Request<B>,
+        slot: &Option<Request<B>>,
     ) -> Result<Identity, ProxyError> {
+        let Some(request) = slot else {
+            return Err(ProxyError::Internal {
+                message: "the request was already forwarded".to_string(),
+            });
+        };
         let peer_certificates = request
             .extensions()
             .get::<ConnectionInfo>()
@@ -332,7 +361,7 @@ impl Proxy {
     async fn forward<B>(
         &self,
         ctx: &RequestContext,
-        request: Request<B>,
+        slot: &mut Option<Request<B>>,
         identity: &Identity,
         long_running: bool,
     ) -> Result<Response<ProxyBody>, ProxyError>
@@ -340,6 +369,11 @@ impl Proxy {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<super::BoxError>,
     {
+        let Some(request) = slot.take() else {
+            return Err(ProxyError::Internal {
+                message: "the request was already forwarded".to_string(),
+            });
+        };
         let forward = ForwardRequest {
             identity,
             long_running,
@@ -347,7 +381,10 @@ impl Proxy {
             received_at: Some(ctx.received_at),
         };
         let started = Instant::now();
-        let result = self.forwarder.forward(request, forward).await;
+        // Boxed: the upstream exchange's future is the largest part of a request's state, and
+        // carried inline it would make every request waiting in a queue as large as one in
+        // flight (BENCHMARKS.md, memory per queued request).
+        let result = Box::pin(self.forwarder.forward(request, forward)).await;
         metering::record_upstream(&self.metrics, &result, started.elapsed());
         result
     }
