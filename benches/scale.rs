@@ -7,7 +7,8 @@
 //!   advertises `SCALE_UPSTREAM_STREAMS` streams (250) and sends each watch an event every
 //!   `SCALE_EVENT_SECS` (5); the proxy's RSS per watch, GET latency with and without the watches,
 //!   then `SCALE_QUEUED` requests (5,000) queued behind a stalled upstream and the RSS per
-//!   queued request.
+//!   queued request. `SCALE_PROTOCOL=h1` runs it over HTTP/1.1 both ways instead (a client
+//!   connection and an upstream connection per watch; mind the open-file limit).
 //! - `relay`: `RELAY_WATCHES` watches (1,000) with an event every `RELAY_EVENT_MS` (50) for
 //!   `RELAY_SECS` (10), through the proxy and through nginx (`proxy_buffering off`) in one run:
 //!   events per second and CPU per event of each.
@@ -211,19 +212,38 @@ fn kib_per(delta_kib: u64, n: usize) -> String {
 }
 
 async fn memory() {
+    let h1 = std::env::var("SCALE_PROTOCOL").is_ok_and(|p| p == "h1");
     let watches_n = knob("SCALE_WATCHES", 20_000) as usize;
-    let conns = knob("SCALE_CONNS", 250) as usize;
+    let conns = if h1 {
+        watches_n
+    } else {
+        knob("SCALE_CONNS", 250) as usize
+    };
     let streams = knob("SCALE_UPSTREAM_STREAMS", 250) as u32;
     let event_every = secs("SCALE_EVENT_SECS", 5);
     let queued_n = knob("SCALE_QUEUED", 5_000) as usize;
     let users = 500;
     let dir = tempfile::tempdir().expect("tempdir");
     let pki = Pki::generate(dir.path());
-    let upstream = tls_upstream(&pki, streams, event_every).await;
+    let upstream = if h1 {
+        Upstream::start_with(UpstreamOptions {
+            service: Duration::from_millis(1),
+            capacity: 100_000,
+            event_interval: event_every,
+            tls: None,
+        })
+        .await
+    } else {
+        tls_upstream(&pki, streams, event_every).await
+    };
     let mut flags = setup(dir.path(), users);
     flags.push("--max-requests-inflight=20".into());
     flags.push("--max-mutating-requests-inflight=10".into());
-    let upstream_url = format!("https://{}", upstream.addr);
+    let upstream_url = if h1 {
+        format!("http://{}", upstream.addr)
+    } else {
+        format!("https://{}", upstream.addr)
+    };
     let (proxy, url, admin) = start_proxy_to(dir.path(), &pki, &upstream_url, &flags).await;
     let getter = Arc::new(https_client(&pki.client));
 
@@ -233,8 +253,19 @@ async fn memory() {
     let (_, rest_rss) = proxy.memory_kib();
     let (mut alone, alone_outcomes) = get_latency(&getter, &url, secs("SCALE_LAT_SECS", 5)).await;
 
-    // The watches.
-    let clients = clients(&pki, conns);
+    // The client connections alone (each makes one request and stays open), then the watches.
+    let clients: Vec<Arc<HttpsClient>> = if h1 {
+        vec![Arc::new(https1_client(&pki.client))]
+    } else {
+        clients(&pki, conns)
+    };
+    if !h1 {
+        for client in &clients {
+            let _ = get(client, &format!("{url}{POD_PATH}"), "tok-u-0").await;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, conns_rss) = proxy.memory_kib();
     let started = Instant::now();
     let watches = Watches::open(&clients, &url, watches_n, users).await;
     watches.settle(watches_n, Duration::from_secs(120)).await;
@@ -248,7 +279,13 @@ async fn memory() {
     let opened = watches.opened.load(Ordering::Relaxed);
     let failed = watches.failed.load(Ordering::Relaxed);
 
-    println!("## Scale: {watches_n} watches over {conns} client HTTP/2 connections, upstream h2 with {streams} streams");
+    if h1 {
+        println!(
+            "## Scale over HTTP/1.1: {watches_n} watches, a client and an upstream connection each"
+        );
+    } else {
+        println!("## Scale: {watches_n} watches over {conns} client HTTP/2 connections, upstream h2 with {streams} streams");
+    }
     println!();
     println!("| measure | value |");
     println!("|---|---|");
@@ -273,12 +310,23 @@ async fn memory() {
         "| proxy RSS at rest | {:.1} MiB |",
         rest_rss as f64 / 1024.0
     );
+    if !h1 {
+        println!(
+            "| proxy RSS with {conns} idle client connections | {:.1} MiB (**{} KiB per connection**) |",
+            conns_rss as f64 / 1024.0,
+            kib_per(conns_rss.saturating_sub(rest_rss), conns)
+        );
+    }
     println!(
         "| proxy RSS with the watches | {:.1} MiB |",
         watches_rss as f64 / 1024.0
     );
     println!(
-        "| **RSS per open watch** | **{} KiB** |",
+        "| **RSS per open watch** (beyond its client connection's) | **{} KiB** |",
+        kib_per(watches_rss.saturating_sub(conns_rss), opened as usize)
+    );
+    println!(
+        "| RSS per open watch, connections included | {} KiB |",
         kib_per(watches_rss.saturating_sub(rest_rss), opened as usize)
     );
     println!(
@@ -299,12 +347,24 @@ async fn memory() {
     );
     watches.close();
     drop(clients);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    drop(proxy);
 
-    // Queued requests: the upstream stalls, the level's few seats stay taken, the rest waits.
+    // Queued requests, in a fresh proxy (memory freed by the watches would be reused and hide
+    // the cost): the client connections first, then the upstream stalls, the level's few seats
+    // stay taken and the rest waits.
+    let sub = dir.path().join("queued");
+    std::fs::create_dir_all(&sub).expect("dir");
+    let mut flags = setup(&sub, users);
+    flags.push("--max-requests-inflight=20".into());
+    flags.push("--max-mutating-requests-inflight=10".into());
+    let (proxy, url, admin) = start_proxy_to(&sub, &pki, &upstream_url, &flags).await;
+    let queue_clients = clients_for_queue(&pki);
+    for client in &queue_clients {
+        let _ = get(client, &format!("{url}{POD_PATH}"), "tok-u-0").await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let (_, before_queue_rss) = proxy.memory_kib();
     upstream.stall(true);
-    let queue_clients = clients_for_queue(&pki);
     let queued: Vec<_> = (0..queued_n)
         .map(|i| {
             let client = Arc::clone(&queue_clients[i % queue_clients.len()]);
@@ -331,7 +391,7 @@ async fn memory() {
     }
     println!("| requests queued (by `current_inqueue_requests`) | {in_queue} of {queued_n} sent |");
     println!(
-        "| **RSS per queued request** (over HTTP/2, {} client connections) | **{} KiB** |",
+        "| **RSS per queued request** (over HTTP/2, beyond its {} client connections) | **{} KiB** |",
         queue_clients.len(),
         kib_per(queued_rss.saturating_sub(before_queue_rss), queued_n)
     );

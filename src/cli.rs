@@ -90,6 +90,7 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<ExitCode> {
         Err(LoadFailure::Invalid) => return Ok(ExitCode::from(1)),
         Err(LoadFailure::Io(e)) => return Err(e.into()),
     };
+    raise_open_file_limit();
     let runtime = runtime()?;
     runtime.block_on(async {
         let app = crate::app::App::start(opts, &config).await?;
@@ -99,6 +100,17 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Raises the soft limit on open files to the hard limit, as the Go runtime does for every Go
+/// program (kube-apiserver included) since Go 1.19: each client connection, upstream connection
+/// and watched file is a descriptor, and the usual soft limit of 1024 would cap the proxy far
+/// below `--max-connections`.
+fn raise_open_file_limit() {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::debug!(limit, "Open file limit"),
+        Err(error) => tracing::warn!(%error, "Could not raise the open file limit"),
+    }
 }
 
 /// The serving runtime: one worker per usable core (the process's CPU affinity and quota count),

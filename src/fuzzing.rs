@@ -66,3 +66,20 @@ pub fn exec_credential(stdout: &[u8]) {
     };
     assert_eq!(parse(), parse(), "deterministic");
 }
+
+/// Reads `bytes` as HTTP/2 frames from a server, whole and split at `split`; asserts both give
+/// the same `SETTINGS_MAX_CONCURRENT_STREAMS` and `GOAWAY` events.
+pub fn h2_frames(bytes: &[u8], split: usize) {
+    use crate::upstream::frames::FrameWatcher;
+    let mut whole = Vec::new();
+    FrameWatcher::new().feed(bytes, |e| whole.push(e));
+    let mut parts = Vec::new();
+    let mut watcher = FrameWatcher::new();
+    let split = split.min(bytes.len());
+    watcher.feed(&bytes[..split], |e| parts.push(e));
+    watcher.feed(&bytes[split..], |e| parts.push(e));
+    assert_eq!(
+        whole, parts,
+        "the events depend on where the bytes were split"
+    );
+}

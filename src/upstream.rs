@@ -14,7 +14,7 @@
 //! try the client certificate before the bearer token, so presenting it would make every caller
 //! the proxy.
 
-mod frames;
+pub(crate) mod frames;
 mod insecure;
 pub mod limits;
 mod pool;

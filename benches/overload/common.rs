@@ -446,6 +446,18 @@ pub fn empty() -> Body {
 }
 
 /// An HTTPS client with its own connection pool (HTTP/2 only: one connection, many streams).
+/// An HTTPS client speaking HTTP/1.1 only: a connection per request in flight, pooled.
+pub fn https1_client(
+    tls: &rustls::ClientConfig,
+) -> Client<hyper_rustls::HttpsConnector<HttpConnector>, Body> {
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls.clone())
+        .https_only()
+        .enable_http1()
+        .build();
+    Client::builder(TokioExecutor::new()).build(connector)
+}
+
 pub fn https_client(
     tls: &rustls::ClientConfig,
 ) -> Client<hyper_rustls::HttpsConnector<HttpConnector>, Body> {
