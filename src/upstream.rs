@@ -1,4 +1,4 @@
-//! The upstream client: pooled connections over rustls ([`pool`]: hyper's connection-level
+//! The upstream client: pooled connections over rustls (`pool`: hyper's connection-level
 //! client, one keyless pool per upstream and TLS identity), HTTP/2 when the upstream offers it by
 //! ALPN, and the proxy's own credentials.
 //!

@@ -180,9 +180,8 @@ impl Proxy {
     ///
     /// Not an `async fn` on purpose: an async fn keeps its arguments for its whole life, so each
     /// layer that took the request by value would hold its own copy of it while the request waits
-    /// in a queue. Here the request is stored once, in the returned future, and lent to [`run`].
-    ///
-    /// [`run`]: Proxy::run
+    /// in a queue. Here the request is stored once, in the returned future, and lent to the
+    /// pipeline's stages.
     pub fn handle<B>(
         self: Arc<Self>,
         request: Request<B>,

@@ -2,7 +2,7 @@
 //! metrics.
 //!
 //! Every connection the client opens, over any protocol and TLS identity, holds a
-//! [`ConnectionPermit`] from one [`ConnectionBudget`] for as long as it is open. When the
+//! `ConnectionPermit` from one `ConnectionBudget` for as long as it is open. When the
 //! budget is spent a request that needs a new connection fails at once with
 //! [`UpstreamError::ConnectionLimit`] (503, counted) rather than waiting in a queue that flow
 //! control cannot see. Long-running requests (watches) may not take the last
@@ -34,7 +34,7 @@ pub enum Route {
 }
 
 impl Route {
-    /// Every route, in [`Route::index`] order.
+    /// Every route, in the order of their metric slots.
     pub const ALL: [Route; 3] = [Route::Short, Route::LongRunning, Route::Upgrade];
 
     /// The metric label.
@@ -61,7 +61,7 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    /// Both protocols, in [`Protocol::index`] order.
+    /// Both protocols, in the order of their metric slots.
     pub const ALL: [Protocol; 2] = [Protocol::Http1, Protocol::Http2];
 
     /// The metric label.
