@@ -16,9 +16,10 @@ use crate::request_info::RequestInfo;
 
 pub use index::MatchIndex;
 pub use rule::{
-    contains_string, matches, non_resource_rule_matches, non_resource_url_matches, request_matches,
-    resource_matches, resource_rule_matches, service_account_matches, subject_matches,
-    subjects_match, SERVICE_ACCOUNT_PREFIX, WILDCARD,
+    contains_string, matches, non_resource_rule_matches, non_resource_rule_mismatch,
+    non_resource_url_matches, request_matches, resource_matches, resource_rule_matches,
+    resource_rule_mismatch, service_account_matches, subject_matches, subjects_match, Mismatch,
+    SERVICE_ACCOUNT_PREFIX, WILDCARD,
 };
 
 /// How one request is classified.

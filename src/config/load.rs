@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::parse::{parse_file, Format, ParsedObject};
 use super::raw::RawObject;
-use super::{convert, defaults, validate, Config, ConfigError, Loaded, Problem};
+use super::{convert, defaults, validate, Config, ConfigError, Loaded, ObjectSource, Problem};
 
 /// A configuration file's name (as problems name it) and content.
 #[derive(Debug, Clone)]
@@ -174,8 +174,15 @@ fn resolve(objects: &[ParsedObject], mut warnings: Vec<Problem>) -> Result<Loade
     let mut levels = Vec::new();
     let mut files = BTreeMap::new();
     let mut problems = Vec::new();
+    let mut sources = Vec::new();
     for obj in objects {
         let label = obj.origin.label(obj.object.kind(), obj.object.name());
+        sources.push(ObjectSource {
+            kind: obj.object.kind(),
+            name: obj.object.name().to_string(),
+            file: obj.origin.file.clone(),
+            version: obj.object.version(),
+        });
         let converted = match &obj.object {
             RawObject::FlowSchema(fs) => convert::flow_schema(fs).map(|fs| {
                 files.insert(fs.name.clone(), (obj.origin.file.clone(), label.clone()));
@@ -200,7 +207,11 @@ fn resolve(objects: &[ParsedObject], mut warnings: Vec<Problem>) -> Result<Loade
             .unwrap_or_else(|| (String::new(), format!("FlowSchema/{}", fs.name)));
         warnings.push(Problem::new(&file, &label, dangling_message(level)));
     }
-    Ok(Loaded { config, warnings })
+    Ok(Loaded {
+        config,
+        warnings,
+        sources,
+    })
 }
 
 /// The apiserver's `Dangling` condition message, plus what it means here.
