@@ -14,6 +14,7 @@ pub mod config_source;
 pub mod fairqueue;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod lint;
 pub mod metrics;
 pub mod proxy;
 pub mod request_info;
