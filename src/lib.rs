@@ -5,6 +5,7 @@
 //! `request_info`, `classify` and the queue core in `fairqueue` are sans-I/O: they take time as a
 //! value and never touch a socket, so they are tested without a runtime.
 
+pub mod admission;
 pub mod app;
 pub mod auth;
 pub mod classify;

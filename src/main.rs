@@ -47,6 +47,11 @@ enum Command {
     /// missing levels, tiny or undrainable levels, weak shuffle sharding, contradictory
     /// lending/borrowing and removed API versions. Exit 0 clean, 1 errors, 3 warnings only.
     Lint(LintArgs),
+    /// The validating admission webhook: `POST /validate` takes an admission.k8s.io/v1
+    /// AdmissionReview of a FlowSchema, a PriorityLevelConfiguration or the proxy's configuration
+    /// ConfigMap; errors deny (422 Invalid), lint findings warn. Also `/healthz`, `/readyz`,
+    /// `/metrics`.
+    Webhook(Box<kube_apf_proxy::admission::WebhookOptions>),
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -135,6 +140,7 @@ fn main() -> ExitCode {
         Command::Config {
             command: ConfigCommand::Dump { config_dir },
         } => cli::config_dump(config_dir.as_deref()),
+        Command::Webhook(opts) => cli::webhook(*opts),
         Command::Lint(args) => {
             cli::lint::run(args.config_dir.as_deref(), &args.options(), args.output)
         }

@@ -88,10 +88,34 @@ fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
 
 /// Parses, defaults, validates and resolves the given files.
 pub fn load_sources(files: &[SourceFile]) -> Result<Loaded, ConfigError> {
+    load_with_overrides(files, &[])
+}
+
+/// Like [`load_sources`] over `files` followed by `overrides`, except that an object of
+/// `overrides` replaces the object of the same kind and name in `files` (what the configuration
+/// would be once the object is created or updated: the admission webhook's view).
+pub fn load_with_overrides(
+    files: &[SourceFile],
+    overrides: &[SourceFile],
+) -> Result<Loaded, ConfigError> {
     let mut problems = Vec::new();
     let mut warnings = Vec::new();
     let mut objects = Vec::new();
-    for file in files {
+    let mut replacing = Vec::new();
+    for file in overrides {
+        if let Ok(text) = std::str::from_utf8(&file.bytes) {
+            let parsed = parse_file(&file.name, text, file.format);
+            replacing.extend(
+                parsed
+                    .objects
+                    .iter()
+                    .map(|o| (o.object.kind(), o.object.name().to_string())),
+            );
+        }
+    }
+    let files: Vec<&SourceFile> = files.iter().chain(overrides).collect();
+    let first_override = files.len() - overrides.len();
+    for (i, file) in files.iter().enumerate() {
         let Ok(text) = std::str::from_utf8(&file.bytes) else {
             problems.push(Problem::new(&file.name, "", "not valid UTF-8".into()));
             continue;
@@ -99,7 +123,12 @@ pub fn load_sources(files: &[SourceFile]) -> Result<Loaded, ConfigError> {
         let parsed = parse_file(&file.name, text, file.format);
         problems.extend(parsed.problems);
         warnings.extend(parsed.warnings);
-        objects.extend(parsed.objects);
+        objects.extend(parsed.objects.into_iter().filter(|o| {
+            i >= first_override
+                || !replacing
+                    .iter()
+                    .any(|(k, n)| *k == o.object.kind() && n == o.object.name())
+        }));
     }
     for obj in &mut objects {
         default_object(&mut obj.object);
