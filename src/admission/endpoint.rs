@@ -228,7 +228,7 @@ where
             );
         }
     };
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let (code, bytes) = review_bytes(state, &body);
     if code != StatusCode::OK {
         return status(
@@ -246,7 +246,7 @@ where
 
 /// Judges one body: `200` with the answering AdmissionReview, or `400` with the reason.
 pub fn review_bytes(state: &WebhookState, body: &[u8]) -> (StatusCode, Bytes) {
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let request = match parse_review(body) {
         Ok(request) => request,
         Err(e) => {

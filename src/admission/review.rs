@@ -88,7 +88,7 @@ impl Reviewer {
         match judged {
             Judged::Denied(status) => {
                 response.allowed = false;
-                response.status = Some(status);
+                response.status = Some(*status);
             }
             Judged::Allowed { findings, notes } => {
                 response.warnings = warnings(&findings, notes);
@@ -115,7 +115,13 @@ impl Reviewer {
         let alone = match load_sources(std::slice::from_ref(&file)) {
             Ok(alone) => alone,
             Err(ConfigError::Invalid { problems, .. }) => {
-                return Judged::Denied(invalid(&group_kind, kind, name, &problems, field_of));
+                return Judged::Denied(Box::new(invalid(
+                    &group_kind,
+                    kind,
+                    name,
+                    &problems,
+                    field_of,
+                )));
             }
             Err(e) => return Judged::note(format!("not checked: {e}")),
         };
@@ -180,16 +186,20 @@ impl Reviewer {
                     notes,
                 }
             }
-            Err(ConfigError::Invalid { problems, .. }) => {
-                Judged::Denied(invalid("ConfigMap", "ConfigMap", name, &problems, |p| {
+            Err(ConfigError::Invalid { problems, .. }) => Judged::Denied(Box::new(invalid(
+                "ConfigMap",
+                "ConfigMap",
+                name,
+                &problems,
+                |p| {
                     let message = if p.object.is_empty() {
                         p.message.clone()
                     } else {
                         format!("{}: {}", p.object, p.message)
                     };
                     (p.file.clone(), message)
-                }))
-            }
+                },
+            ))),
             Err(e) => Judged::note(format!("not checked: {e}")),
         }
     }
@@ -197,7 +207,7 @@ impl Reviewer {
 
 /// What a review found.
 enum Judged {
-    Denied(Status),
+    Denied(Box<Status>),
     Allowed {
         findings: Vec<Finding>,
         notes: Vec<String>,
