@@ -80,16 +80,16 @@ pub struct AdmissionRequest {
     #[serde(default)]
     pub resource: GroupVersionResource,
     /// `subResource`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub sub_resource: String,
     /// `name`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub name: String,
     /// `namespace`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub namespace: String,
     /// `operation`: `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub operation: String,
     /// `object`: the new object (CREATE, UPDATE).
     #[serde(default)]
@@ -174,6 +174,11 @@ impl ReviewError {
             ReviewError::MissingUid => "missing_uid",
         }
     }
+}
+
+/// A string that may also be written `null` (Go clients write an empty string either way).
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
 /// Reads an `admission.k8s.io/v1` `AdmissionReview` request.
