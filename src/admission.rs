@@ -12,6 +12,7 @@
 
 mod endpoint;
 pub mod metrics;
+pub use metrics::AdmissionMetrics;
 mod review;
 
 use std::collections::BTreeMap;

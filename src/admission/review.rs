@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
 
 use super::{AdmissionRequest, AdmissionResponse};
-use crate::config::load::{load_sources, load_with_overrides, SourceFile};
+use crate::config::load::{load_parsed, load_sources, parse_sources, ParsedSources, SourceFile};
 use crate::config::parse::Format;
 use crate::config::{ConfigError, Loaded, Problem};
 use crate::lint::{lint, Finding, LintOptions};
@@ -25,9 +25,9 @@ const OBJECT_FILE: &str = "request.object";
 /// Judges admission requests against a reference configuration.
 #[derive(Debug, Clone)]
 pub struct Reviewer {
-    /// The reference configuration's files: the rest of the cluster's flow control, as the
-    /// webhook sees it.
-    base: Vec<SourceFile>,
+    /// The reference configuration's files, parsed once: the rest of the cluster's flow
+    /// control, as the webhook sees it.
+    base: ParsedSources,
     /// `(code, kind, name, field)` of the findings the reference configuration has on its own,
     /// so that a review reports only what the object adds about other objects.
     base_findings: BTreeSet<(String, String, String, String)>,
@@ -56,7 +56,7 @@ impl Reviewer {
         let loaded = load_sources(&base)?;
         let base_findings = lint(&loaded, &options).iter().map(key).collect();
         Ok(Reviewer {
-            base,
+            base: parse_sources(&base),
             base_findings,
             options,
             configmap_label,
@@ -112,7 +112,8 @@ impl Reviewer {
         let kind = object["kind"].as_str().unwrap_or_default();
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let group_kind = format!("{kind}.{}", crate::config::raw::GROUP);
-        let alone = match load_sources(std::slice::from_ref(&file)) {
+        let object_parsed = parse_sources(std::slice::from_ref(&file));
+        let alone = match load_parsed(&ParsedSources::default(), &object_parsed) {
             Ok(alone) => alone,
             Err(ConfigError::Invalid { problems, .. }) => {
                 return Judged::Denied(Box::new(invalid(
@@ -131,7 +132,7 @@ impl Reviewer {
                 "kube-apf-proxy does not read {version}/{kind}: not checked"
             ));
         }
-        match load_with_overrides(&self.base, &[file]) {
+        match load_parsed(&self.base, &object_parsed) {
             Ok(combined) => {
                 let findings = lint(&combined, &self.options)
                     .into_iter()
@@ -352,8 +353,8 @@ fn audit_annotations(findings: &[Finding]) -> BTreeMap<String, String> {
 }
 
 impl Reviewer {
-    /// The reference configuration as loaded (for `/readyz` and logs).
+    /// The reference configuration as loaded.
     pub fn base(&self) -> Result<Loaded, ConfigError> {
-        load_sources(&self.base)
+        load_parsed(&self.base, &ParsedSources::default())
     }
 }

@@ -98,38 +98,66 @@ pub fn load_with_overrides(
     files: &[SourceFile],
     overrides: &[SourceFile],
 ) -> Result<Loaded, ConfigError> {
-    let mut problems = Vec::new();
-    let mut warnings = Vec::new();
-    let mut objects = Vec::new();
-    let mut replacing = Vec::new();
-    for file in overrides {
-        if let Ok(text) = std::str::from_utf8(&file.bytes) {
-            let parsed = parse_file(&file.name, text, file.format);
-            replacing.extend(
-                parsed
-                    .objects
-                    .iter()
-                    .map(|o| (o.object.kind(), o.object.name().to_string())),
-            );
-        }
-    }
-    let files: Vec<&SourceFile> = files.iter().chain(overrides).collect();
-    let first_override = files.len() - overrides.len();
-    for (i, file) in files.iter().enumerate() {
+    load_parsed(&parse_sources(files), &parse_sources(overrides))
+}
+
+/// Files read and split into objects, not yet defaulted or validated: what
+/// [`load_parsed`] starts from, kept by callers that load the same files many times.
+#[derive(Debug, Clone, Default)]
+pub struct ParsedSources {
+    /// The file names, in reading order.
+    files: Vec<String>,
+    objects: Vec<ParsedObject>,
+    problems: Vec<Problem>,
+    warnings: Vec<Problem>,
+}
+
+/// Reads the documents of every file.
+pub fn parse_sources(files: &[SourceFile]) -> ParsedSources {
+    let mut out = ParsedSources::default();
+    for file in files {
+        out.files.push(file.name.clone());
         let Ok(text) = std::str::from_utf8(&file.bytes) else {
-            problems.push(Problem::new(&file.name, "", "not valid UTF-8".into()));
+            out.problems
+                .push(Problem::new(&file.name, "", "not valid UTF-8".into()));
             continue;
         };
         let parsed = parse_file(&file.name, text, file.format);
-        problems.extend(parsed.problems);
-        warnings.extend(parsed.warnings);
-        objects.extend(parsed.objects.into_iter().filter(|o| {
-            i >= first_override
-                || !replacing
-                    .iter()
-                    .any(|(k, n)| *k == o.object.kind() && n == o.object.name())
-        }));
+        out.problems.extend(parsed.problems);
+        out.warnings.extend(parsed.warnings);
+        out.objects.extend(parsed.objects);
     }
+    out
+}
+
+/// Defaults, validates and resolves `base` followed by `overrides`, an object of `overrides`
+/// replacing the object of the same kind and name in `base`.
+pub fn load_parsed(base: &ParsedSources, overrides: &ParsedSources) -> Result<Loaded, ConfigError> {
+    let replaced = |o: &ParsedObject| {
+        overrides
+            .objects
+            .iter()
+            .any(|r| r.object.kind() == o.object.kind() && r.object.name() == o.object.name())
+    };
+    let mut objects: Vec<ParsedObject> = base
+        .objects
+        .iter()
+        .filter(|o| !replaced(o))
+        .chain(&overrides.objects)
+        .cloned()
+        .collect();
+    let mut problems: Vec<Problem> = base
+        .problems
+        .iter()
+        .chain(&overrides.problems)
+        .cloned()
+        .collect();
+    let warnings: Vec<Problem> = base
+        .warnings
+        .iter()
+        .chain(&overrides.warnings)
+        .cloned()
+        .collect();
     for obj in &mut objects {
         default_object(&mut obj.object);
     }
@@ -138,10 +166,12 @@ pub fn load_with_overrides(
     }
     problems.extend(duplicate_names(&objects));
     // File by file, as the files were read; within a file, in the order found.
-    let order: BTreeMap<&str, usize> = files
+    let order: BTreeMap<&str, usize> = base
+        .files
         .iter()
+        .chain(&overrides.files)
         .enumerate()
-        .map(|(i, f)| (f.name.as_str(), i))
+        .map(|(i, f)| (f.as_str(), i))
         .collect();
     problems.sort_by_key(|p| order.get(p.file.as_str()).copied());
     if !problems.is_empty() {
