@@ -4,6 +4,7 @@
 //! `apf_controller.go` (`startRequest`, `computeFlowDistinguisher`, `hashFlowID`). Pure: no I/O,
 //! no clock.
 
+pub mod explain;
 mod index;
 mod rule;
 
@@ -14,6 +15,7 @@ use crate::config::{Config, DistinguisherMethod, FlowSchemaRef, PriorityLevelRef
 use crate::fairqueue::shuffle_sharding::{Dealer, Hand};
 use crate::request_info::RequestInfo;
 
+pub use explain::{explain, Explanation};
 pub use index::MatchIndex;
 pub use rule::{
     contains_string, matches, non_resource_rule_matches, non_resource_rule_mismatch,

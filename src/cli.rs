@@ -13,6 +13,7 @@ use crate::config::{Config, ConfigError, Problem};
 use crate::server::{self, ServeOptions};
 
 pub mod classify;
+pub mod explain;
 pub mod lint;
 
 /// Why a command's configuration could not be had.

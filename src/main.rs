@@ -92,6 +92,13 @@ struct ClassifyArgs {
     /// The user's UID.
     #[arg(long, default_value = "")]
     uid: String,
+    /// Explain the classification: every FlowSchema in the order tried, with the rule field
+    /// that failed, then the verdict (one request only).
+    #[arg(long, conflicts_with = "requests")]
+    explain: bool,
+    /// With --explain: `text` or `json`.
+    #[arg(long, value_enum, default_value = "text", requires = "explain")]
+    output: cli::lint::Output,
 }
 
 #[derive(Debug, Args)]
@@ -145,6 +152,7 @@ fn main() -> ExitCode {
             cli::lint::run(args.config_dir.as_deref(), &args.options(), args.output)
         }
         Command::Classify(args) => {
+            let (explain, output) = (args.explain, args.output);
             let source = match (args.requests, args.method, args.url) {
                 (Some(file), _, _) => cli::ClassifySource::Lines(file),
                 (None, Some(method), Some(url)) => cli::ClassifySource::One(cli::ClassifyInput {
@@ -157,7 +165,12 @@ fn main() -> ExitCode {
                 }),
                 _ => unreachable!("clap requires --method and --url without --requests"),
             };
-            cli::classify(args.config_dir.as_deref(), source)
+            match source {
+                cli::ClassifySource::One(input) if explain => {
+                    cli::explain::run(args.config_dir.as_deref(), &input, output)
+                }
+                source => cli::classify(args.config_dir.as_deref(), source),
+            }
         }
     };
     match result {
