@@ -91,7 +91,9 @@ impl Reviewer {
                 response.status = Some(*status);
             }
             Judged::Allowed { findings, notes } => {
-                response.warnings = warnings(&findings, notes);
+                let kind = object["kind"].as_str().unwrap_or_default();
+                let name = object["metadata"]["name"].as_str().unwrap_or_default();
+                response.warnings = warnings(&findings, notes, Some((kind, name)));
                 response.audit_annotations = audit_annotations(&findings);
             }
         }
@@ -309,13 +311,21 @@ fn shorten(s: &str) -> String {
     format!("{kept}...")
 }
 
-fn warnings(findings: &[Finding], notes: Vec<String>) -> Vec<String> {
+/// One warning per finding: `[CODE] message` about the reviewed object itself (the client knows
+/// which object it sent), `KIND/NAME: [CODE] message` about another.
+fn warnings(
+    findings: &[Finding],
+    notes: Vec<String>,
+    reviewed: Option<(&str, &str)>,
+) -> Vec<String> {
     let mut out: Vec<String> = notes.iter().map(|n| shorten(n)).collect();
     for f in findings.iter().take(MAX_WARNINGS) {
-        out.push(shorten(&format!(
-            "{}/{}: [{}] {}",
-            f.kind, f.name, f.code, f.message
-        )));
+        let text = if reviewed == Some((f.kind, f.name.as_str())) {
+            format!("[{}] {}", f.code, f.message)
+        } else {
+            format!("{}/{}: [{}] {}", f.kind, f.name, f.code, f.message)
+        };
+        out.push(shorten(&text));
     }
     if findings.len() > MAX_WARNINGS {
         let more = findings.len() - MAX_WARNINGS;

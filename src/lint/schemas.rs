@@ -158,10 +158,7 @@ fn broad_subjects(
         return Vec::new();
     };
     let why = if level.is_exempt() {
-        format!(
-            "the exempt level {:?}, never queued nor limited",
-            level.name
-        )
+        format!("unlimited to exempt level {:?}", level.name)
     } else {
         let levels: Vec<_> = config.priority_levels().map(|pl| &**pl).collect();
         let limits = compute_limits(options.server_concurrency_limit(), &levels);
@@ -175,7 +172,7 @@ fn broad_subjects(
         match (nominal(&level.name), nominal("global-default")) {
             (Some(this), Some(global)) if this > global && level.name != "global-default" => {
                 format!(
-                    "level {:?} with {this} seats, more than global-default's {global}",
+                    "to level {:?} ({this} seats, more than global-default's {global})",
                     level.name
                 )
             }
@@ -195,11 +192,7 @@ fn broad_subjects(
         {
             let field = format!("spec.rules[{i}].subjects[{j}]");
             let mut f = files.finding(Code::BroadSubjectPrivilegedLevel, KIND, &fs.name, &field);
-            f.message = format!(
-                "{} sends {} to {why}; name the callers that need it",
-                subject_text(subject),
-                "every such caller"
-            );
+            f.message = format!("{} goes {why}; name its callers", subject_text(subject));
             findings.push(f);
         }
     }
