@@ -38,8 +38,13 @@ pub struct Explained {
     pub seats: u32,
 }
 
-/// Explains one request against `config`; `Err` with a message when the URL does not parse.
-pub fn explain_request(config: &Config, input: &ClassifyInput) -> Result<Explained, String> {
+/// Explains one request against `config`, with seats at `server_cl`; `Err` with a message when
+/// the URL does not parse.
+pub fn explain_request(
+    config: &Config,
+    input: &ClassifyInput,
+    server_cl: u32,
+) -> Result<Explained, String> {
     let target = request_target(&input.url);
     let info = request_info::parse(&input.method, target).map_err(|e| e.to_string())?;
     let identity = identity_of(input);
@@ -52,8 +57,7 @@ pub fn explain_request(config: &Config, input: &ClassifyInput) -> Result<Explain
         "explain agrees with classify"
     );
     let query = target.split_once('?').map(|(_, q)| q);
-    let seats =
-        Classifier::new(config, DEFAULT_SERVER_CONCURRENCY_LIMIT).seats(&info, query, &class);
+    let seats = Classifier::new(config, server_cl).seats(&info, query, &class);
     Ok(Explained {
         explanation,
         flow_schema: class.flow_schema.name.clone(),
@@ -99,7 +103,7 @@ pub fn run(
         Err(super::LoadFailure::Io(e)) => return Err(e.into()),
     };
     let mut out = std::io::stdout().lock();
-    match explain_request(&config, input) {
+    match explain_request(&config, input, DEFAULT_SERVER_CONCURRENCY_LIMIT) {
         Ok(explained) => {
             match output {
                 Output::Text => out.write_all(explained.to_text().as_bytes())?,
@@ -115,4 +119,32 @@ pub fn run(
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// The request a `/debug/api_priority_and_fairness/explain` query describes:
+/// `?url=PATH&method=GET&user=U&group=G&group=G2&uid=I` (`method` defaults to `GET`; without
+/// `user` the caller is anonymous).
+pub fn input_from_query(query: &str) -> Result<ClassifyInput, String> {
+    let mut input = ClassifyInput {
+        method: "GET".to_string(),
+        ..Default::default()
+    };
+    for (key, value) in crate::fairqueue::work_estimate::parse_query(query) {
+        match key.as_str() {
+            "url" => input.url = value,
+            "method" => input.method = value,
+            "user" => input.user = Some(value),
+            "group" => input.groups.push(value),
+            "uid" => input.uid = value,
+            _ => {
+                return Err(format!(
+                    "unknown parameter {key:?}: use url, method, user, group, uid"
+                ))
+            }
+        }
+    }
+    if input.url.is_empty() {
+        return Err("the url parameter is required (the request's path and query)".to_string());
+    }
+    Ok(input)
 }
