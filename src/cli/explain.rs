@@ -1,5 +1,5 @@
 //! `kube-apf-proxy classify --method M --url URL ... --explain [--output text|json]`: why one
-//! request is classified as it is ([`crate::classify::explain`]), then the verdict.
+//! request is classified as it is ([`crate::classify::explain()`]), then the verdict.
 
 use std::io::Write;
 use std::path::Path;
