@@ -69,7 +69,7 @@ elif ! command -v python3 >/dev/null 2>&1; then
   missing "manifests and ConfigMap" python3
 else
   start_fake_discovery
-  for dir in deploy deploy/static-pod deploy/static-pod-cluster-config deploy/in-cluster; do
+  for dir in deploy deploy/static-pod deploy/static-pod-cluster-config deploy/in-cluster deploy/webhook; do
     echo "== kubectl apply --dry-run=client --validate=false -f $dir/"
     kube apply --dry-run=client --validate=false -f "$dir/" || fail "kubectl apply -f $dir/"
   done

@@ -4,6 +4,7 @@
 //! `apf_controller.go` (`startRequest`, `computeFlowDistinguisher`, `hashFlowID`). Pure: no I/O,
 //! no clock.
 
+pub mod explain;
 mod index;
 mod rule;
 
@@ -14,11 +15,13 @@ use crate::config::{Config, DistinguisherMethod, FlowSchemaRef, PriorityLevelRef
 use crate::fairqueue::shuffle_sharding::{Dealer, Hand};
 use crate::request_info::RequestInfo;
 
+pub use explain::{explain, Explanation};
 pub use index::MatchIndex;
 pub use rule::{
-    contains_string, matches, non_resource_rule_matches, non_resource_url_matches, request_matches,
-    resource_matches, resource_rule_matches, service_account_matches, subject_matches,
-    subjects_match, SERVICE_ACCOUNT_PREFIX, WILDCARD,
+    contains_string, matches, non_resource_rule_matches, non_resource_rule_mismatch,
+    non_resource_url_matches, request_matches, resource_matches, resource_rule_matches,
+    resource_rule_mismatch, service_account_matches, subject_matches, subjects_match, Mismatch,
+    SERVICE_ACCOUNT_PREFIX, WILDCARD,
 };
 
 /// How one request is classified.

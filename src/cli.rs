@@ -13,6 +13,8 @@ use crate::config::{Config, ConfigError, Problem};
 use crate::server::{self, ServeOptions};
 
 pub mod classify;
+pub mod explain;
+pub mod lint;
 
 /// Why a command's configuration could not be had.
 #[derive(Debug)]
@@ -183,4 +185,19 @@ pub fn config_dump(config_dir: Option<&Path>) -> anyhow::Result<ExitCode> {
 /// request was classified, 1 when some input gave an `{"error":...}` line.
 pub fn classify(config_dir: Option<&Path>, source: ClassifySource) -> anyhow::Result<ExitCode> {
     classify::run(config_dir, source)
+}
+
+/// `kube-apf-proxy webhook`: the validating admission webhook, served until SIGTERM or Ctrl-C.
+/// A reference configuration that does not load is an error (exit 1, each problem logged).
+pub fn webhook(opts: crate::admission::WebhookOptions) -> anyhow::Result<ExitCode> {
+    server::init_logging(opts.log_format, opts.verbosity)?;
+    let runtime = runtime()?;
+    match runtime.block_on(crate::admission::serve(opts)) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(crate::admission::WebhookError::Config(ConfigError::Invalid { problems, .. })) => {
+            problems.iter().for_each(|p| eprintln!("{p}"));
+            Ok(ExitCode::from(1))
+        }
+        Err(e) => Err(e.into()),
+    }
 }

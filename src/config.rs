@@ -104,6 +104,22 @@ pub struct Loaded {
     pub config: Config,
     /// Skipped objects (other kinds or versions) and dangling FlowSchemas.
     pub warnings: Vec<Problem>,
+    /// Where each object was read from and in which API version, in reading order.
+    pub sources: Vec<ObjectSource>,
+}
+
+/// Where one loaded object came from: what `lint` needs to name the file and the API version that
+/// the resolved (version-independent) model no longer records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectSource {
+    /// `FlowSchema` or `PriorityLevelConfiguration`.
+    pub kind: &'static str,
+    /// `metadata.name`.
+    pub name: String,
+    /// The file, as problems name it.
+    pub file: String,
+    /// The API version the object was written in.
+    pub version: raw::ApiVersion,
 }
 
 /// Loads the `.yaml`, `.yml` and `.json` files of `dir` (sorted by name, not recursive):

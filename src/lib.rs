@@ -5,6 +5,7 @@
 //! `request_info`, `classify` and the queue core in `fairqueue` are sans-I/O: they take time as a
 //! value and never touch a socket, so they are tested without a runtime.
 
+pub mod admission;
 pub mod app;
 pub mod auth;
 pub mod classify;
@@ -14,6 +15,7 @@ pub mod config_source;
 pub mod fairqueue;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod lint;
 pub mod metrics;
 pub mod proxy;
 pub mod request_info;

@@ -42,6 +42,16 @@ enum Command {
     },
     /// Print how requests are classified, as JSON.
     Classify(ClassifyArgs),
+    /// Report configuration errors (as `check`), then configurations that load but do harm:
+    /// shadowed FlowSchemas, precedence ties, broad subjects on privileged levels, unused or
+    /// missing levels, tiny or undrainable levels, weak shuffle sharding, contradictory
+    /// lending/borrowing and removed API versions. Exit 0 clean, 1 errors, 3 warnings only.
+    Lint(LintArgs),
+    /// The validating admission webhook: `POST /validate` takes an admission.k8s.io/v1
+    /// AdmissionReview of a FlowSchema, a PriorityLevelConfiguration or the proxy's configuration
+    /// ConfigMap; errors deny (422 Invalid), lint findings warn. Also `/healthz`, `/readyz`,
+    /// `/metrics`.
+    Webhook(Box<kube_apf_proxy::admission::WebhookOptions>),
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -82,6 +92,51 @@ struct ClassifyArgs {
     /// The user's UID.
     #[arg(long, default_value = "")]
     uid: String,
+    /// Explain the classification: every FlowSchema in the order tried, with the rule field
+    /// that failed, then the verdict (one request only).
+    #[arg(long, conflicts_with = "requests")]
+    explain: bool,
+    /// With --explain: `text` or `json`.
+    #[arg(long, value_enum, default_value = "text", requires = "explain")]
+    output: cli::lint::Output,
+}
+
+#[derive(Debug, Args)]
+struct LintArgs {
+    /// The configuration directory; the embedded default configuration without it.
+    #[arg(long)]
+    config_dir: Option<PathBuf>,
+    /// The server's `--max-requests-inflight`: the level checks run at this server limit.
+    #[arg(long, default_value_t = 400)]
+    max_requests_inflight: u32,
+    /// The server's `--max-mutating-requests-inflight`.
+    #[arg(long, default_value_t = 200)]
+    max_mutating_requests_inflight: u32,
+    /// The server's `--request-timeout`: requests wait in queues for a quarter of it at most.
+    #[arg(long, default_value = "60s", value_parser = kube_apf_proxy::server::parse_duration)]
+    request_timeout: std::time::Duration,
+    /// How long a request is assumed to hold its seat, for the queue drain check.
+    #[arg(long, default_value = "100ms", value_parser = kube_apf_proxy::server::parse_duration)]
+    assumed_request_duration: std::time::Duration,
+    /// How many elephant flows the shuffle-sharding check assumes share a level with a mouse.
+    #[arg(long, default_value_t = 4)]
+    elephant_flows: u32,
+    /// `text` (one line per finding) or `json`.
+    #[arg(long, value_enum, default_value = "text")]
+    output: cli::lint::Output,
+}
+
+impl LintArgs {
+    fn options(&self) -> kube_apf_proxy::lint::LintOptions {
+        kube_apf_proxy::lint::LintOptions {
+            max_requests_inflight: self.max_requests_inflight,
+            max_mutating_requests_inflight: self.max_mutating_requests_inflight,
+            request_timeout: self.request_timeout,
+            request_duration: self.assumed_request_duration,
+            elephant_flows: self.elephant_flows,
+            ..Default::default()
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -92,7 +147,12 @@ fn main() -> ExitCode {
         Command::Config {
             command: ConfigCommand::Dump { config_dir },
         } => cli::config_dump(config_dir.as_deref()),
+        Command::Webhook(opts) => cli::webhook(*opts),
+        Command::Lint(args) => {
+            cli::lint::run(args.config_dir.as_deref(), &args.options(), args.output)
+        }
         Command::Classify(args) => {
+            let (explain, output) = (args.explain, args.output);
             let source = match (args.requests, args.method, args.url) {
                 (Some(file), _, _) => cli::ClassifySource::Lines(file),
                 (None, Some(method), Some(url)) => cli::ClassifySource::One(cli::ClassifyInput {
@@ -105,7 +165,12 @@ fn main() -> ExitCode {
                 }),
                 _ => unreachable!("clap requires --method and --url without --requests"),
             };
-            cli::classify(args.config_dir.as_deref(), source)
+            match source {
+                cli::ClassifySource::One(input) if explain => {
+                    cli::explain::run(args.config_dir.as_deref(), &input, output)
+                }
+                source => cli::classify(args.config_dir.as_deref(), source),
+            }
         }
     };
     match result {

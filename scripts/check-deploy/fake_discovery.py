@@ -38,6 +38,13 @@ RESOURCES = {
     "monitoring.coreos.com/v1": [
         ("servicemonitors", "ServiceMonitor", True),
     ],
+    "admissionregistration.k8s.io/v1": [
+        ("validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False),
+    ],
+    "cert-manager.io/v1": [
+        ("certificates", "Certificate", True),
+        ("issuers", "Issuer", True),
+    ],
 }
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 

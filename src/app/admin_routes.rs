@@ -59,9 +59,29 @@ impl AdminPaths {
                 let details = debug_dump::include_request_details(query);
                 debug_dump::dump_requests(&request_rows(&levels, self.clock, details), details)
             }
+            "explain" => return explain(&self.flow_control, query.unwrap_or_default()),
             _ => return not_found(),
         };
         text(body, "text/plain; charset=utf-8")
+    }
+}
+
+/// `explain?url=...&user=...&group=...`: `classify --explain` for a described request against the
+/// configuration in force (JSON), seats at the running server limit; 400 with the reason when the
+/// query does not describe a request.
+fn explain(flow_control: &FlowControl, query: &str) -> Response<ProxyBody> {
+    let snapshot = flow_control.snapshot();
+    let explained = crate::cli::explain::input_from_query(query).and_then(|input| {
+        let server_cl = flow_control.server_concurrency_limit();
+        crate::cli::explain::explain_request(snapshot.config(), &input, server_cl)
+    });
+    match explained.and_then(|e| serde_json::to_string_pretty(&e).map_err(|e| e.to_string())) {
+        Ok(json) => text(json, "application/json"),
+        Err(message) => {
+            let mut response = text(message, "text/plain; charset=utf-8");
+            *response.status_mut() = StatusCode::BAD_REQUEST;
+            response
+        }
     }
 }
 

@@ -117,3 +117,27 @@ async fn admin_paths_dump_every_level_and_refuse_unknown_paths() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn admin_explain_describes_a_request_against_the_live_configuration() {
+    let config = crate::config::bootstrap();
+    let (fc, _) = FlowControl::new(&config, 600, Instant::now()).expect("flow control");
+    let paths = AdminPaths::new(crate::metrics::Metrics::new(), Arc::new(fc));
+    let query =
+        "url=%2Fapi%2Fv1%2Fnamespaces%2Fns%2Fpods&user=system%3Anode%3An1&group=system%3Anodes";
+    let response = paths.answer(&format!("{DEBUG_PREFIX}explain"), Some(query));
+    assert_eq!(response.status(), http::StatusCode::OK);
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let v: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(v["flowSchema"], "system-nodes");
+    assert_eq!(v["flowSchemas"][0]["name"], "exempt");
+    for bad in ["user=alice", "url=/x&color=red"] {
+        let response = paths.answer(&format!("{DEBUG_PREFIX}explain"), Some(bad));
+        assert_eq!(response.status(), http::StatusCode::BAD_REQUEST, "{bad}");
+    }
+}

@@ -73,27 +73,85 @@ pub fn request_matches(rule: &PolicyRulesWithSubjects, info: &RequestInfo) -> bo
     }
 }
 
+/// The attribute of a request that a policy rule did not accept: what `classify --explain` and
+/// `lint` report. The matchers below are written in terms of it, so the explanation and the
+/// decision are one computation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Mismatch {
+    /// `verbs` does not hold the request's verb.
+    Verb,
+    /// `resources` does not hold `resource[/subresource]`.
+    Resource,
+    /// `apiGroups` does not hold the request's API group.
+    ApiGroup,
+    /// The request has no namespace (cluster-scoped or across namespaces) and `clusterScope` is
+    /// false.
+    ClusterScope,
+    /// `namespaces` does not hold the request's namespace.
+    Namespace,
+    /// No `nonResourceURLs` entry covers the path.
+    NonResourceUrl,
+}
+
+impl Mismatch {
+    /// The rule field that failed, as written in the API (`verbs`, `nonResourceURLs`, ...).
+    pub fn field(self) -> &'static str {
+        match self {
+            Mismatch::Verb => "verbs",
+            Mismatch::Resource => "resources",
+            Mismatch::ApiGroup => "apiGroups",
+            Mismatch::ClusterScope => "clusterScope",
+            Mismatch::Namespace => "namespaces",
+            Mismatch::NonResourceUrl => "nonResourceURLs",
+        }
+    }
+}
+
 /// Mirrors `rule.go: matchesResourcePolicyRule`: verb, `resource[/subresource]`, API group, then
 /// scope — a request without a namespace (cluster-scoped, or a list across namespaces) needs
 /// `clusterScope`, and namespace `*` does not cover it.
 pub fn resource_rule_matches(rule: &ResourcePolicyRule, info: &RequestInfo) -> bool {
-    contains_string(&rule.verbs, &info.verb)
-        && resource_matches(&rule.resources, &info.resource, &info.subresource)
-        && contains_string(&rule.api_groups, &info.api_group)
-        && if info.namespace.is_empty() {
-            rule.cluster_scope
-        } else {
-            contains_string(&rule.namespaces, &info.namespace)
-        }
+    resource_rule_mismatch(rule, info).is_none()
+}
+
+/// The first check of [`resource_rule_matches`] that fails, in the reference's order; `None` when
+/// the rule matches.
+pub fn resource_rule_mismatch(rule: &ResourcePolicyRule, info: &RequestInfo) -> Option<Mismatch> {
+    if !contains_string(&rule.verbs, &info.verb) {
+        Some(Mismatch::Verb)
+    } else if !resource_matches(&rule.resources, &info.resource, &info.subresource) {
+        Some(Mismatch::Resource)
+    } else if !contains_string(&rule.api_groups, &info.api_group) {
+        Some(Mismatch::ApiGroup)
+    } else if info.namespace.is_empty() {
+        (!rule.cluster_scope).then_some(Mismatch::ClusterScope)
+    } else {
+        (!contains_string(&rule.namespaces, &info.namespace)).then_some(Mismatch::Namespace)
+    }
 }
 
 /// Mirrors `rule.go: matchesNonResourcePolicyRule`.
 pub fn non_resource_rule_matches(rule: &NonResourcePolicyRule, info: &RequestInfo) -> bool {
-    contains_string(&rule.verbs, &info.verb)
-        && rule
-            .non_resource_urls
-            .iter()
-            .any(|u| non_resource_url_matches(u, &info.path))
+    non_resource_rule_mismatch(rule, info).is_none()
+}
+
+/// The first check of [`non_resource_rule_matches`] that fails; `None` when the rule matches.
+pub fn non_resource_rule_mismatch(
+    rule: &NonResourcePolicyRule,
+    info: &RequestInfo,
+) -> Option<Mismatch> {
+    if !contains_string(&rule.verbs, &info.verb) {
+        Some(Mismatch::Verb)
+    } else if !rule
+        .non_resource_urls
+        .iter()
+        .any(|u| non_resource_url_matches(u, &info.path))
+    {
+        Some(Mismatch::NonResourceUrl)
+    } else {
+        None
+    }
 }
 
 /// One `nonResourceURLs` entry against a request path. Mirrors

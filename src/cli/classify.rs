@@ -199,7 +199,7 @@ impl<'a> Classifier<'a> {
 
 /// The path and query of `url`: an absolute `http(s)://host/...` URL is reduced to them, as the
 /// server sees only the request target.
-fn request_target(url: &str) -> &str {
+pub(super) fn request_target(url: &str) -> &str {
     let Some(rest) = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::parse::{parse_file, Format, ParsedObject};
 use super::raw::RawObject;
-use super::{convert, defaults, validate, Config, ConfigError, Loaded, Problem};
+use super::{convert, defaults, validate, Config, ConfigError, Loaded, ObjectSource, Problem};
 
 /// A configuration file's name (as problems name it) and content.
 #[derive(Debug, Clone)]
@@ -88,19 +88,76 @@ fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
 
 /// Parses, defaults, validates and resolves the given files.
 pub fn load_sources(files: &[SourceFile]) -> Result<Loaded, ConfigError> {
-    let mut problems = Vec::new();
-    let mut warnings = Vec::new();
-    let mut objects = Vec::new();
+    load_with_overrides(files, &[])
+}
+
+/// Like [`load_sources`] over `files` followed by `overrides`, except that an object of
+/// `overrides` replaces the object of the same kind and name in `files` (what the configuration
+/// would be once the object is created or updated: the admission webhook's view).
+pub fn load_with_overrides(
+    files: &[SourceFile],
+    overrides: &[SourceFile],
+) -> Result<Loaded, ConfigError> {
+    load_parsed(&parse_sources(files), &parse_sources(overrides))
+}
+
+/// Files read and split into objects, not yet defaulted or validated: what
+/// [`load_parsed`] starts from, kept by callers that load the same files many times.
+#[derive(Debug, Clone, Default)]
+pub struct ParsedSources {
+    /// The file names, in reading order.
+    files: Vec<String>,
+    objects: Vec<ParsedObject>,
+    problems: Vec<Problem>,
+    warnings: Vec<Problem>,
+}
+
+/// Reads the documents of every file.
+pub fn parse_sources(files: &[SourceFile]) -> ParsedSources {
+    let mut out = ParsedSources::default();
     for file in files {
+        out.files.push(file.name.clone());
         let Ok(text) = std::str::from_utf8(&file.bytes) else {
-            problems.push(Problem::new(&file.name, "", "not valid UTF-8".into()));
+            out.problems
+                .push(Problem::new(&file.name, "", "not valid UTF-8".into()));
             continue;
         };
         let parsed = parse_file(&file.name, text, file.format);
-        problems.extend(parsed.problems);
-        warnings.extend(parsed.warnings);
-        objects.extend(parsed.objects);
+        out.problems.extend(parsed.problems);
+        out.warnings.extend(parsed.warnings);
+        out.objects.extend(parsed.objects);
     }
+    out
+}
+
+/// Defaults, validates and resolves `base` followed by `overrides`, an object of `overrides`
+/// replacing the object of the same kind and name in `base`.
+pub fn load_parsed(base: &ParsedSources, overrides: &ParsedSources) -> Result<Loaded, ConfigError> {
+    let replaced = |o: &ParsedObject| {
+        overrides
+            .objects
+            .iter()
+            .any(|r| r.object.kind() == o.object.kind() && r.object.name() == o.object.name())
+    };
+    let mut objects: Vec<ParsedObject> = base
+        .objects
+        .iter()
+        .filter(|o| !replaced(o))
+        .chain(&overrides.objects)
+        .cloned()
+        .collect();
+    let mut problems: Vec<Problem> = base
+        .problems
+        .iter()
+        .chain(&overrides.problems)
+        .cloned()
+        .collect();
+    let warnings: Vec<Problem> = base
+        .warnings
+        .iter()
+        .chain(&overrides.warnings)
+        .cloned()
+        .collect();
     for obj in &mut objects {
         default_object(&mut obj.object);
     }
@@ -109,10 +166,12 @@ pub fn load_sources(files: &[SourceFile]) -> Result<Loaded, ConfigError> {
     }
     problems.extend(duplicate_names(&objects));
     // File by file, as the files were read; within a file, in the order found.
-    let order: BTreeMap<&str, usize> = files
+    let order: BTreeMap<&str, usize> = base
+        .files
         .iter()
+        .chain(&overrides.files)
         .enumerate()
-        .map(|(i, f)| (f.name.as_str(), i))
+        .map(|(i, f)| (f.as_str(), i))
         .collect();
     problems.sort_by_key(|p| order.get(p.file.as_str()).copied());
     if !problems.is_empty() {
@@ -174,8 +233,15 @@ fn resolve(objects: &[ParsedObject], mut warnings: Vec<Problem>) -> Result<Loade
     let mut levels = Vec::new();
     let mut files = BTreeMap::new();
     let mut problems = Vec::new();
+    let mut sources = Vec::new();
     for obj in objects {
         let label = obj.origin.label(obj.object.kind(), obj.object.name());
+        sources.push(ObjectSource {
+            kind: obj.object.kind(),
+            name: obj.object.name().to_string(),
+            file: obj.origin.file.clone(),
+            version: obj.object.version(),
+        });
         let converted = match &obj.object {
             RawObject::FlowSchema(fs) => convert::flow_schema(fs).map(|fs| {
                 files.insert(fs.name.clone(), (obj.origin.file.clone(), label.clone()));
@@ -200,7 +266,11 @@ fn resolve(objects: &[ParsedObject], mut warnings: Vec<Problem>) -> Result<Loade
             .unwrap_or_else(|| (String::new(), format!("FlowSchema/{}", fs.name)));
         warnings.push(Problem::new(&file, &label, dangling_message(level)));
     }
-    Ok(Loaded { config, warnings })
+    Ok(Loaded {
+        config,
+        warnings,
+        sources,
+    })
 }
 
 /// The apiserver's `Dangling` condition message, plus what it means here.

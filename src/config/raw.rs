@@ -256,6 +256,14 @@ impl RawObject {
         }
     }
 
+    /// The API version the object was written in.
+    pub fn version(&self) -> ApiVersion {
+        match self {
+            RawObject::FlowSchema(fs) => fs.version,
+            RawObject::PriorityLevel(pl) => pl.version,
+        }
+    }
+
     /// `metadata.name`.
     pub fn name(&self) -> &str {
         match self {

@@ -1,0 +1,426 @@
+//! The webhook over HTTPS: `POST /validate`, `/healthz`, `/readyz`, `/metrics`, on the proxy's
+//! own TLS listener ([`SecureServer`]), with the certificate and the reference configuration
+//! reloaded when their files change.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use sha2::{Digest, Sha256};
+
+use super::metrics::{AdmissionMetrics, ReviewResult};
+use super::{parse_review, ReviewResponse, Reviewer};
+use crate::config::load::{read_dir, SourceFile};
+use crate::config::parse::Format;
+use crate::lint::LintOptions;
+use crate::proxy::{full_body, BoxError, ProxyBody};
+use crate::server::tls::TlsMinVersion;
+use crate::server::{
+    build_server_tls, ConnectionLimits, SecureServer, ServerTls, ShutdownSignal, TlsSettings,
+};
+
+/// The largest request body read: an AdmissionReview holds the object and, on UPDATE, the old
+/// one; the apiserver stores objects of at most about 1.5 MiB (3 MiB request bodies).
+pub const MAX_BODY_BYTES: usize = 8 << 20;
+
+/// How often the certificate and configuration files are checked for changes.
+const POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+/// `kube-apf-proxy webhook` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WebhookOptions {
+    /// The address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+    /// The HTTPS port.
+    #[arg(long, default_value_t = 8444)]
+    pub secure_port: u16,
+    /// The serving certificate (PEM chain); reloaded when it changes. Without it and the key, a
+    /// self-signed certificate is generated (for trying it out: the apiserver will not trust it).
+    #[arg(long, requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The serving certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// The reference configuration single objects are judged against (the rest of the cluster's
+    /// flow control); the embedded default configuration without it. Reloaded when it changes.
+    #[arg(long)]
+    pub config_dir: Option<PathBuf>,
+    /// `KEY=VALUE`: the label of the ConfigMaps that hold the proxy's configuration; such a
+    /// ConfigMap is validated whole, as the proxy would load it.
+    #[arg(long, default_value = "kube-apf-proxy.io/flowcontrol-config=true", value_parser = parse_label)]
+    pub configmap_label: (String, String),
+    /// The proxy's `--max-requests-inflight`, for the level findings.
+    #[arg(long, default_value_t = 400)]
+    pub max_requests_inflight: u32,
+    /// The proxy's `--max-mutating-requests-inflight`, for the level findings.
+    #[arg(long, default_value_t = 200)]
+    pub max_mutating_requests_inflight: u32,
+    /// `text` or `json` logs.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: crate::server::LogFormat,
+    /// Log verbosity: 0 info, 1 debug, 2 and more trace; RUST_LOG overrides it.
+    #[arg(short = 'v', long = "v", default_value_t = 0)]
+    pub verbosity: u8,
+}
+
+fn parse_label(value: &str) -> Result<(String, String), String> {
+    match value.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {value:?}")),
+    }
+}
+
+impl WebhookOptions {
+    fn lint_options(&self) -> LintOptions {
+        LintOptions {
+            max_requests_inflight: self.max_requests_inflight,
+            max_mutating_requests_inflight: self.max_mutating_requests_inflight,
+            ..LintOptions::default()
+        }
+    }
+
+    /// The reference configuration's files.
+    fn base_files(&self) -> Result<Vec<SourceFile>, crate::config::ConfigError> {
+        match &self.config_dir {
+            Some(dir) => read_dir(dir),
+            None => Ok(vec![SourceFile {
+                name: "<embedded>/bootstrap.yaml".to_string(),
+                bytes: crate::config::BOOTSTRAP_YAML.as_bytes().to_vec(),
+                format: Format::Yaml,
+            }]),
+        }
+    }
+
+    fn reviewer(&self) -> Result<Reviewer, crate::config::ConfigError> {
+        Reviewer::new(
+            self.base_files()?,
+            self.lint_options(),
+            self.configmap_label.clone(),
+        )
+    }
+}
+
+/// What the handler shares: the reviewer in force and the metrics.
+#[derive(Debug)]
+pub struct WebhookState {
+    reviewer: RwLock<Arc<Reviewer>>,
+    metrics: Arc<AdmissionMetrics>,
+}
+
+impl WebhookState {
+    /// A state around one reviewer.
+    pub fn new(reviewer: Reviewer, metrics: Arc<AdmissionMetrics>) -> Arc<WebhookState> {
+        Arc::new(WebhookState {
+            reviewer: RwLock::new(Arc::new(reviewer)),
+            metrics,
+        })
+    }
+
+    fn reviewer(&self) -> Arc<Reviewer> {
+        Arc::clone(
+            &self
+                .reviewer
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    fn replace(&self, reviewer: Reviewer) {
+        *self
+            .reviewer
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(reviewer);
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<AdmissionMetrics> {
+        &self.metrics
+    }
+}
+
+fn response(code: StatusCode, content_type: &'static str, body: Bytes) -> Response<ProxyBody> {
+    let mut response = Response::new(full_body(body));
+    *response.status_mut() = code;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    response
+}
+
+/// A `Status` failure body, as the apiserver writes one.
+fn status(code: StatusCode, reason: &str, message: String) -> Response<ProxyBody> {
+    let status = Status {
+        status: Some("Failure".to_string()),
+        message: Some(message),
+        reason: Some(reason.to_string()),
+        code: Some(i32::from(code.as_u16())),
+        ..Default::default()
+    };
+    let body = serde_json::to_vec(&status).unwrap_or_default();
+    response(code, "application/json", Bytes::from(body))
+}
+
+/// Answers one HTTP request.
+pub async fn handle<B>(state: Arc<WebhookState>, request: Request<B>) -> Response<ProxyBody>
+where
+    B: http_body::Body<Data = Bytes> + Send,
+    B::Error: Into<BoxError>,
+{
+    let text = |s: &'static str| {
+        response(
+            StatusCode::OK,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(s.as_bytes()),
+        )
+    };
+    match (request.method(), request.uri().path()) {
+        (&Method::POST, "/validate") => validate(&state, request.into_body()).await,
+        (_, "/validate") => status(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            "POST an admission.k8s.io/v1 AdmissionReview to /validate".to_string(),
+        ),
+        (&Method::GET, "/healthz" | "/readyz" | "/livez") => text("ok"),
+        (&Method::GET, "/metrics") => response(
+            StatusCode::OK,
+            "text/plain; version=0.0.4",
+            Bytes::from(state.metrics.encode()),
+        ),
+        _ => crate::server::not_found(),
+    }
+}
+
+async fn validate<B>(state: &WebhookState, body: B) -> Response<ProxyBody>
+where
+    B: http_body::Body<Data = Bytes> + Send,
+    B::Error: Into<BoxError>,
+{
+    let body = match http_body_util::Limited::new(body, MAX_BODY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            state.metrics.error("too_large");
+            let message = format!(
+                "the AdmissionReview is larger than {} MiB",
+                MAX_BODY_BYTES >> 20
+            );
+            return status(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "RequestEntityTooLarge",
+                message,
+            );
+        }
+        Err(e) => {
+            state.metrics.error("body");
+            return status(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                format!("reading the body: {e}"),
+            );
+        }
+    };
+    let started = tokio::time::Instant::now();
+    let (code, bytes) = review_bytes(state, &body);
+    if code != StatusCode::OK {
+        return status(
+            code,
+            "BadRequest",
+            String::from_utf8_lossy(&bytes).into_owned(),
+        );
+    }
+    tracing::debug!(
+        took_us = started.elapsed().as_micros() as u64,
+        "AdmissionReview answered"
+    );
+    response(StatusCode::OK, "application/json", bytes)
+}
+
+/// Judges one body: `200` with the answering AdmissionReview, or `400` with the reason.
+pub fn review_bytes(state: &WebhookState, body: &[u8]) -> (StatusCode, Bytes) {
+    let started = tokio::time::Instant::now();
+    let request = match parse_review(body) {
+        Ok(request) => request,
+        Err(e) => {
+            state.metrics.error(e.reason());
+            tracing::info!(
+                reason = e.reason(),
+                "Refused a body that is not an answerable AdmissionReview"
+            );
+            return (StatusCode::BAD_REQUEST, Bytes::from(e.to_string()));
+        }
+    };
+    let answer = state.reviewer().review(&request);
+    let result = match (answer.allowed, answer.warnings.is_empty()) {
+        (false, _) => ReviewResult::Denied,
+        (true, false) => ReviewResult::Warned,
+        (true, true) => ReviewResult::Allowed,
+    };
+    state.metrics.review(result, started.elapsed());
+    tracing::info!(
+        uid = %request.uid,
+        operation = %request.operation,
+        resource = %request.resource.resource,
+        name = %request.name,
+        allowed = answer.allowed,
+        warnings = answer.warnings.len(),
+        dry_run = request.dry_run.unwrap_or(false),
+        "AdmissionReview"
+    );
+    match serde_json::to_vec(&ReviewResponse::from(answer)) {
+        Ok(bytes) => (StatusCode::OK, Bytes::from(bytes)),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Bytes::from(e.to_string()),
+        ),
+    }
+}
+
+/// A bound webhook, ready to serve.
+#[derive(Debug)]
+pub struct Webhook {
+    server: SecureServer,
+    tls: ServerTls,
+    state: Arc<WebhookState>,
+    options: WebhookOptions,
+}
+
+/// Why the webhook could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// The reference configuration does not load.
+    #[error("the reference configuration: {0}")]
+    Config(#[from] crate::config::ConfigError),
+    /// The listener or its TLS configuration.
+    #[error(transparent)]
+    Server(#[from] crate::server::ServerError),
+}
+
+impl Webhook {
+    /// Loads the reference configuration, builds TLS and binds the port (0: a free one).
+    pub async fn bind(options: WebhookOptions) -> Result<Webhook, WebhookError> {
+        let reviewer = options.reviewer()?;
+        let tls = build_server_tls(&TlsSettings {
+            cert_file: options.tls_cert_file.clone(),
+            key_file: options.tls_private_key_file.clone(),
+            min_version: TlsMinVersion::Tls12,
+            cipher_suites: Vec::new(),
+            client_ca_roots: Vec::new(),
+        })
+        .map_err(crate::server::ServerError::from)?;
+        let addr = SocketAddr::new(options.bind_address, options.secure_port);
+        let server =
+            SecureServer::bind(addr, tls.cell.clone(), ConnectionLimits::default()).await?;
+        let state = WebhookState::new(reviewer, AdmissionMetrics::new());
+        Ok(Webhook {
+            server,
+            tls,
+            state,
+            options,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// The self-signed certificate, when no files were given.
+    pub fn self_signed_cert(&self) -> Option<rustls_pki_types::CertificateDer<'static>> {
+        self.tls.self_signed_cert.clone()
+    }
+
+    /// The shared state (metrics, reviewer).
+    pub fn state(&self) -> &Arc<WebhookState> {
+        &self.state
+    }
+
+    /// Serves until `shutdown`, reloading the certificate and configuration as they change.
+    pub async fn run(self, shutdown: ShutdownSignal) {
+        let state = self.state.clone();
+        let handler = move |request: Request<hyper::body::Incoming>| handle(state.clone(), request);
+        let reloads = tokio::spawn(watch(self.options, self.tls, self.state.clone()));
+        tracing::info!(addr = %self.server.local_addr(), "Admission webhook serving");
+        self.server.serve(Arc::new(handler), shutdown).await;
+        reloads.abort();
+    }
+}
+
+fn digest(files: &[PathBuf], sources: &[SourceFile]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    for path in files {
+        hasher.update(std::fs::read(path).unwrap_or_default());
+    }
+    for s in sources {
+        hasher.update(s.name.as_bytes());
+        hasher.update(&s.bytes);
+    }
+    hasher.finalize().into()
+}
+
+/// Polls the certificate and configuration files; a changed, valid configuration replaces the
+/// reviewer (an invalid one is logged and counted, and the last good one stays).
+async fn watch(options: WebhookOptions, tls: ServerTls, state: Arc<WebhookState>) {
+    let cert_files: Vec<PathBuf> = options
+        .tls_cert_file
+        .iter()
+        .chain(&options.tls_private_key_file)
+        .cloned()
+        .collect();
+    let mut cert_digest = digest(&cert_files, &[]);
+    let mut config_digest = digest(&[], &options.base_files().unwrap_or_default());
+    let mut ticks = tokio::time::interval(POLL_INTERVAL);
+    loop {
+        ticks.tick().await;
+        let now = digest(&cert_files, &[]);
+        if now != cert_digest {
+            cert_digest = now;
+            if let Err(error) = tls.reload() {
+                tracing::error!(%error, "Serving certificate reload failed; the current one stays");
+            }
+        }
+        let Some(dir) = &options.config_dir else {
+            continue;
+        };
+        let Ok(files) = read_dir(dir) else { continue };
+        let now = digest(&[], &files);
+        if now == config_digest {
+            continue;
+        }
+        config_digest = now;
+        match Reviewer::new(
+            files,
+            options.lint_options(),
+            options.configmap_label.clone(),
+        ) {
+            Ok(reviewer) => {
+                state.replace(reviewer);
+                state.metrics.reload(true);
+                tracing::info!(dir = %dir.display(), "Reference configuration reloaded");
+            }
+            Err(error) => {
+                state.metrics.reload(false);
+                tracing::error!(%error, "Reference configuration invalid; the last good one stays");
+            }
+        }
+    }
+}
+
+/// `kube-apf-proxy webhook`: serves until SIGTERM or Ctrl-C.
+pub async fn serve(options: WebhookOptions) -> Result<(), WebhookError> {
+    let webhook = Webhook::bind(options).await?;
+    let (trigger, signal) = crate::server::shutdown_channel();
+    let running = tokio::spawn(webhook.run(signal));
+    crate::server::wait_for_termination().await;
+    trigger.trigger();
+    let _ = running.await;
+    Ok(())
+}

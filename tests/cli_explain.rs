@@ -1,0 +1,86 @@
+//! `classify --explain` run as the built binary, text and JSON.
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kube-apf-proxy"))
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).expect("utf-8"),
+    )
+}
+
+const NODE: [&str; 9] = [
+    "classify",
+    "--method",
+    "GET",
+    "--url",
+    "/api/v1/namespaces/ns/pods",
+    "--user",
+    "system:node:n1",
+    "--group",
+    "system:nodes",
+];
+
+#[test]
+fn text_lists_each_schema_tried_and_the_verdict() {
+    let mut args = NODE.to_vec();
+    args.push("--explain");
+    let (code, out) = run(&args);
+    assert_eq!(code, Some(0));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "FlowSchema exempt (matchingPrecedence 1, priority level exempt): no match"
+    );
+    assert_eq!(
+        lines[1],
+        "  rules[0]: no subject names the caller; resourceRules[0] matches"
+    );
+    assert!(out.contains(
+        "FlowSchema system-node-high (matchingPrecedence 400, priority level node-high): no match\n  \
+         rules[0]: subjects[0] names the caller; resourceRules[0]: resources does not match, \
+         resourceRules[1]: resources does not match\n"
+    ), "{out}");
+    assert!(
+        out.contains(
+            "FlowSchema system-nodes (matchingPrecedence 500, priority level system): MATCH"
+        ),
+        "{out}"
+    );
+    let verdict = lines.last().expect("a verdict");
+    assert!(verdict.starts_with("=> FlowSchema system-nodes, priority level system, flow distinguisher \"system:node:n1\", hand ["), "{verdict}");
+}
+
+#[test]
+fn json_has_the_trials_and_the_verdict() {
+    let mut args = NODE.to_vec();
+    args.extend(["--explain", "--output", "json"]);
+    let (code, out) = run(&args);
+    assert_eq!(code, Some(0));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["flowSchema"], "system-nodes");
+    assert_eq!(v["priorityLevel"], "system");
+    assert_eq!(v["seats"], 1);
+    let tried = v["flowSchemas"].as_array().expect("trials");
+    assert_eq!(
+        tried.last().map(|t| &t["name"]),
+        Some(&serde_json::json!("system-nodes"))
+    );
+    let high = tried
+        .iter()
+        .find(|t| t["name"] == "system-node-high")
+        .expect("tried");
+    assert_eq!(high["rules"][0]["subject"], 0);
+    assert_eq!(high["rules"][0]["requestRules"][0]["failed"], "resource");
+    assert_eq!(v["notTried"].as_u64(), Some(11 - tried.len() as u64));
+}
+
+#[test]
+fn explain_refuses_a_requests_file() {
+    let (code, _) = run(&["classify", "--requests", "-", "--explain"]);
+    assert_eq!(code, Some(2), "clap refuses the combination");
+}
