@@ -20,4 +20,5 @@ pub mod metrics;
 pub mod proxy;
 pub mod request_info;
 pub mod server;
+pub mod simulate;
 pub mod upstream;

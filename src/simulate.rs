@@ -1,0 +1,3 @@
+//! `simulate`: replay a recorded workload through flow control in virtual time.
+
+pub mod trace;
