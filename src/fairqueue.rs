@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod borrowing;
 pub mod controller;
+pub mod flow_request;
 pub mod limits;
 pub mod queueset;
 pub mod retry_after;

@@ -27,11 +27,10 @@ use tokio::time::Instant;
 use self::metering::Execution;
 use super::{effective_timeout, error_response, ForwardRequest, Forwarder, ProxyBody, ProxyError};
 use crate::auth::{AuthMethod, Authenticator, Identity};
-use crate::classify::classify;
 use crate::config::{FlowSchemaRef, PriorityLevelRef};
-use crate::fairqueue::admission::{wait_limit, AdmitRequest, Seat};
+use crate::fairqueue::admission::{wait_limit, Seat};
 use crate::fairqueue::controller::FlowControl;
-use crate::fairqueue::queueset::FlowMeta;
+use crate::fairqueue::flow_request::FlowRequest;
 use crate::fairqueue::work_estimate::{WatchGuard, WorkEstimator};
 use crate::fairqueue::WorkEstimate;
 use crate::metrics::Metrics;
@@ -253,41 +252,34 @@ impl Proxy {
         }
         check_body_size(&info, request.headers(), self.max_request_bytes)?;
         let snapshot = self.flow_control.snapshot();
-        let class = classify(snapshot.config(), &identity, &info);
+        let now = Instant::now();
+        let wait_limit = wait_limit(timeout).saturating_sub(now - ctx.received_at);
+        let prepared = FlowRequest::prepare(
+            &snapshot,
+            &self.estimator,
+            &identity,
+            &info,
+            query.as_deref(),
+            wait_limit,
+            true,
+        );
+        let FlowRequest {
+            classification: class,
+            level,
+            admit,
+        } = prepared.map_err(|e| ProxyError::Internal {
+            message: e.to_string(),
+        })?;
         ctx.classification = Some((
             Arc::clone(&class.flow_schema),
             Arc::clone(&class.priority_level),
         ));
-        let level =
-            snapshot
-                .level(&class.priority_level.name)
-                .ok_or_else(|| ProxyError::Internal {
-                    message: format!(
-                        "priority level {:?} has no queues",
-                        class.priority_level.name
-                    ),
-                })?;
-        let now = Instant::now();
-        let estimate = self
-            .estimator
-            .estimate(&info, query.as_deref(), level.max_seats(), now);
+        let estimate = admit.estimate;
         ctx.estimate = Some(estimate);
         let (pl_name, fs_name) = (&*class.priority_level.name, &*class.flow_schema.name);
         let flow = self.metrics.flow(pl_name, fs_name);
         metering::record_estimate(&flow, &self.estimator, &info, &estimate);
-        let admit = AdmitRequest {
-            estimate,
-            hash: class.flow_hash,
-            flow: FlowMeta {
-                flow_schema: Arc::from(class.flow_schema.name.as_str()),
-                flow_distinguisher: class.flow_distinguisher,
-                details: Some(metering::request_details(&identity, &info)),
-                mutating: crate::metrics::RequestKind::of_verb(&info.verb)
-                    == crate::metrics::RequestKind::Mutating,
-            },
-            wait_limit: wait_limit(timeout).saturating_sub(now - ctx.received_at),
-        };
-        let mut seat = match self.flow_control.admit(level, admit).await {
+        let mut seat = match self.flow_control.admit(&level, admit).await {
             Ok(seat) => seat,
             Err(rejection) => {
                 metering::record_rejection(&self.metrics, fs_name, &info.verb, &rejection);

@@ -13,7 +13,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::super::{ProxyError, UpstreamError};
-use crate::auth::Identity;
 use crate::fairqueue::admission::Rejection;
 use crate::fairqueue::work_estimate::WorkEstimator;
 use crate::fairqueue::WorkEstimate;
@@ -21,7 +20,6 @@ use crate::metrics::{
     ExecutionType, FlowMetrics, Metrics, RejectReason, RequestKind, UpstreamOutcome,
 };
 use crate::request_info::RequestInfo;
-use crate::server::debug_dump::RequestDetails;
 
 /// One request's execution as APF sees it: counted from dispatch until the value is dropped (a
 /// regular request: the end of its response body; a watch: its initialisation).
@@ -104,12 +102,4 @@ pub(super) fn record_upstream<T>(
         Err(_) => return,
     };
     metrics.observe_upstream(outcome, latency);
-}
-
-/// The `dump_requests?includeRequestDetails=1` columns of a request.
-pub(super) fn request_details(identity: &Identity, info: &Arc<RequestInfo>) -> Arc<RequestDetails> {
-    Arc::new(RequestDetails {
-        user_name: identity.user.clone(),
-        request: Arc::clone(info),
-    })
 }

@@ -1,0 +1,108 @@
+//! The one path from a request's attributes to what flow control admits: classify against a
+//! [`Snapshot`], estimate the seats, build the [`AdmitRequest`].
+//!
+//! The proxy's pipeline, `simulate` and the shadow configurations all go through
+//! [`FlowRequest::prepare`], so a replay or a shadow verdict runs the very semantics that enforce.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::admission::AdmitRequest;
+use super::controller::{LevelHandle, Snapshot};
+use super::queueset::FlowMeta;
+use super::work_estimate::WorkEstimator;
+use crate::auth::Identity;
+use crate::classify::{classify, Classification};
+use crate::metrics::RequestKind;
+use crate::request_info::{self, RequestInfo};
+use crate::server::debug_dump::RequestDetails;
+
+/// How flow control treats a request, from its attributes alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handling {
+    /// Classified, queued, and holds its seats until it finishes.
+    Ordinary,
+    /// A watch: classified and queued; holds its seats only until it is initialised.
+    Watch,
+    /// Long-running and not a watch (exec, attach, port-forward, proxy, log follow): bypasses
+    /// flow control, as in the apiserver.
+    Bypass,
+}
+
+impl Handling {
+    /// The handling of a request with these attributes.
+    pub fn of(info: &RequestInfo) -> Handling {
+        if !request_info::is_long_running(info) {
+            Handling::Ordinary
+        } else if info.verb == "watch" {
+            Handling::Watch
+        } else {
+            Handling::Bypass
+        }
+    }
+}
+
+/// The priority level a FlowSchema names has no queues (it was left out when flow control was
+/// configured).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("priority level {0:?} has no queues")]
+pub struct NoQueues(pub String);
+
+/// A request classified and estimated, ready for [`FlowControl::admit`].
+///
+/// [`FlowControl::admit`]: super::controller::FlowControl::admit
+#[derive(Debug)]
+pub struct FlowRequest {
+    /// Its FlowSchema, level and flow.
+    pub classification: Classification,
+    /// The level's queues, captured from the snapshot it was classified with.
+    pub level: LevelHandle,
+    /// What it asks of the level.
+    pub admit: AdmitRequest,
+}
+
+impl FlowRequest {
+    /// Classifies `info` for `identity` against `snapshot` and estimates its seats now.
+    /// `wait_limit` is how long it may still wait in a queue; `details` (who asked for what) are
+    /// kept for the debug dumps when given.
+    pub fn prepare(
+        snapshot: &Snapshot,
+        estimator: &WorkEstimator,
+        identity: &Identity,
+        info: &Arc<RequestInfo>,
+        query: Option<&str>,
+        wait_limit: Duration,
+        with_details: bool,
+    ) -> Result<FlowRequest, NoQueues> {
+        let classification = classify(snapshot.config(), identity, info);
+        let level = snapshot
+            .level(&classification.priority_level.name)
+            .ok_or_else(|| NoQueues(classification.priority_level.name.clone()))?
+            .clone();
+        let estimate = estimator.estimate(info, query, level.max_seats(), Instant::now());
+        let details = with_details.then(|| {
+            Arc::new(RequestDetails {
+                user_name: identity.user.clone(),
+                request: Arc::clone(info),
+            })
+        });
+        let admit = AdmitRequest {
+            estimate,
+            hash: classification.flow_hash,
+            flow: FlowMeta {
+                flow_schema: Arc::from(classification.flow_schema.name.as_str()),
+                flow_distinguisher: classification.flow_distinguisher.clone(),
+                details,
+                mutating: RequestKind::of_verb(&info.verb) == RequestKind::Mutating,
+            },
+            wait_limit,
+        };
+        Ok(FlowRequest {
+            classification,
+            level,
+            admit,
+        })
+    }
+}

@@ -1,0 +1,359 @@
+//! The virtual-time driver: each request of a trace goes through [`FlowRequest::prepare`] and
+//! [`FlowControl::admit`] — the code that enforces — on a tokio runtime whose clock is paused, so
+//! time jumps from one event to the next and an hour of traffic replays in seconds.
+//!
+//! Every configuration compared runs in the same runtime, fed the same requests at the same
+//! virtual instants. Borrowing is adjusted every 10 s of trace time, as in `serve`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::record::{Recorder, Sample, SimReport};
+use super::trace::{TraceEvent, TraceRequest};
+use crate::config::Config;
+use crate::fairqueue::admission::wait_limit;
+use crate::fairqueue::borrowing::BORROWING_ADJUSTMENT_PERIOD;
+use crate::fairqueue::controller::{FlowControl, FlowControlError};
+use crate::fairqueue::flow_request::{FlowRequest, Handling};
+use crate::fairqueue::work_estimate::{ObjectStats, WatchGuard, WorkEstimator};
+use crate::request_info::{self, RequestInfo};
+
+/// How a simulation runs.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    /// `--max-requests-inflight` + `--max-mutating-requests-inflight`.
+    pub server_concurrency_limit: u32,
+    /// `--request-timeout`: a request waits in a queue for a quarter of it at most.
+    pub request_timeout: Duration,
+    /// Object counts per resource key (`pods`, `deployments.apps`) for the cost of lists.
+    pub object_counts: Vec<(String, u64)>,
+    /// Sample every level this often for the timeline (`None`: no timeline).
+    pub timeline_interval: Option<Duration>,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            server_concurrency_limit: 600,
+            request_timeout: Duration::from_secs(60),
+            object_counts: Vec::new(),
+            timeline_interval: None,
+        }
+    }
+}
+
+/// Why a simulation cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// Flow control could not be built from a configuration.
+    #[error("flow control: {0}")]
+    FlowControl(#[from] FlowControlError),
+    /// The runtime could not start.
+    #[error("the simulation runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+}
+
+/// One configuration under simulation.
+struct Sim {
+    flow_control: Arc<FlowControl>,
+    estimator: WorkEstimator,
+    recorder: Arc<Mutex<Recorder>>,
+    /// Watches whose end comes as a later [`TraceEvent::Ended`].
+    open_watches: Arc<Mutex<HashMap<String, WatchGuard>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Replays `events` (in arrival order; see [`super::trace::TraceReader`]) through each of
+/// `configs` and reports what flow control would have done, one report per configuration.
+pub fn simulate(
+    events: impl Iterator<Item = TraceEvent>,
+    configs: &[&Config],
+    options: &SimOptions,
+) -> Result<Vec<SimReport>, SimError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()?;
+    runtime.block_on(drive(events, configs, options))
+}
+
+async fn drive(
+    events: impl Iterator<Item = TraceEvent>,
+    configs: &[&Config],
+    options: &SimOptions,
+) -> Result<Vec<SimReport>, SimError> {
+    let origin = Instant::now();
+    let mut sims = Vec::with_capacity(configs.len());
+    for config in configs {
+        sims.push(Sim::new(config, options, origin)?);
+    }
+    // Every request task holds a sender; when the last one is gone, everything has finished.
+    let (alive, mut finished) = mpsc::channel::<()>(1);
+    let mut trace_origin: Option<Duration> = None;
+    let mut last_end = origin;
+    for event in events {
+        let mut at = |t: Duration| {
+            let first = *trace_origin.get_or_insert(t);
+            origin + t.saturating_sub(first)
+        };
+        match event {
+            TraceEvent::Request(request) => {
+                let arrival = at(request.arrival);
+                let late = arrival < Instant::now();
+                if !late {
+                    tokio::time::sleep_until(arrival).await;
+                }
+                if let Some(d) = request.duration {
+                    last_end = last_end.max(Instant::now() + d);
+                }
+                let request = Arc::new(request);
+                for sim in &sims {
+                    sim.start(Arc::clone(&request), late, options, alive.clone());
+                }
+            }
+            TraceEvent::Ended { key, at: t } => {
+                let end = at(t);
+                if end > Instant::now() {
+                    tokio::time::sleep_until(end).await;
+                }
+                last_end = last_end.max(Instant::now());
+                for sim in &sims {
+                    lock(&sim.open_watches).remove(&key);
+                }
+            }
+        }
+    }
+    drop(alive);
+    let _ = finished.recv().await;
+    for sim in &sims {
+        lock(&sim.open_watches).clear();
+    }
+    let end = last_end.max(Instant::now());
+    let duration = end.saturating_duration_since(origin);
+    Ok(sims
+        .iter()
+        .map(|sim| lock(&sim.recorder).report(duration, options.server_concurrency_limit))
+        .collect())
+}
+
+// === impl Sim ===
+
+impl Sim {
+    fn new(config: &Config, options: &SimOptions, origin: Instant) -> Result<Sim, SimError> {
+        let (flow_control, problems) =
+            FlowControl::new(config, options.server_concurrency_limit, origin)?;
+        for problem in problems {
+            tracing::warn!(%problem, "A priority level is left out of the simulation");
+        }
+        let flow_control = Arc::new(flow_control);
+        let estimator = WorkEstimator::default();
+        if !options.object_counts.is_empty() {
+            set_object_counts(&estimator, &options.object_counts, origin);
+            tokio::spawn(keep_object_counts(
+                estimator.clone(),
+                options.object_counts.clone(),
+            ));
+        }
+        let mut recorder = Recorder::default();
+        for level in flow_control.levels() {
+            let pl = &level.priority_level;
+            recorder.level(&pl.name, pl.is_exempt(), level.limits.nominal_cl);
+        }
+        let sim = Sim {
+            flow_control,
+            estimator,
+            recorder: Arc::new(Mutex::new(recorder)),
+            open_watches: Arc::default(),
+        };
+        tokio::spawn(adjust_borrowing(Arc::clone(&sim.flow_control)));
+        if let Some(every) = options.timeline_interval {
+            tokio::spawn(sample(
+                Arc::clone(&sim.flow_control),
+                Arc::clone(&sim.recorder),
+                every,
+                origin,
+            ));
+        }
+        Ok(sim)
+    }
+
+    /// Replays one request from now on, in a task of its own.
+    fn start(
+        &self,
+        request: Arc<TraceRequest>,
+        late: bool,
+        options: &SimOptions,
+        alive: mpsc::Sender<()>,
+    ) {
+        let query = request.uri.split_once('?').map(|(_, q)| q);
+        let info = match request_info::parse(request.method.as_str(), &request.uri) {
+            Ok(info) => Arc::new(info),
+            Err(error) => {
+                // The apiserver answers 400 before flow control; nothing to replay.
+                tracing::debug!(line = request.line, %error, "Request attributes not derived");
+                lock(&self.recorder).request(true, late);
+                return;
+            }
+        };
+        let handling = Handling::of(&info);
+        lock(&self.recorder).request(handling == Handling::Bypass, late);
+        if handling == Handling::Bypass {
+            return;
+        }
+        let timeout = if handling == Handling::Watch {
+            options.request_timeout
+        } else {
+            crate::proxy::effective_timeout(query, options.request_timeout)
+                .unwrap_or(options.request_timeout)
+        };
+        let snapshot = self.flow_control.snapshot();
+        let prepared = FlowRequest::prepare(
+            &snapshot,
+            &self.estimator,
+            &request.identity,
+            &info,
+            query,
+            wait_limit(timeout),
+            false,
+        );
+        let Ok(FlowRequest {
+            classification,
+            level,
+            admit,
+        }) = prepared
+        else {
+            return;
+        };
+        let pl_name: Arc<str> = Arc::from(classification.priority_level.name.as_str());
+        let fs_name = Arc::clone(&admit.flow.flow_schema);
+        let distinguisher = admit.flow.flow_distinguisher.clone();
+        lock(&self.recorder).arrived(&pl_name, &fs_name);
+        let flow_control = Arc::clone(&self.flow_control);
+        let recorder = Arc::clone(&self.recorder);
+        let estimator = self.estimator.clone();
+        let open_watches = Arc::clone(&self.open_watches);
+        let query = query.map(str::to_owned);
+        tokio::spawn(async move {
+            let _alive = alive;
+            let seat = match flow_control.admit(&level, admit).await {
+                Ok(seat) => seat,
+                Err(rejection) => {
+                    lock(&recorder).rejected(&pl_name, &fs_name, &distinguisher, rejection.reason);
+                    return;
+                }
+            };
+            let in_use = level.queues().stats().seats_in_use;
+            lock(&recorder).dispatched(&pl_name, &fs_name, seat.waited(), in_use);
+            match handling {
+                Handling::Watch => {
+                    hold_watch(
+                        seat,
+                        &request,
+                        &info,
+                        query.as_deref(),
+                        &estimator,
+                        &open_watches,
+                    )
+                    .await
+                }
+                _ => {
+                    tokio::time::sleep(request.duration.unwrap_or_default()).await;
+                    drop(seat);
+                }
+            }
+        });
+    }
+}
+
+/// A watch holds its seats until it is initialised (its first byte), then stays registered with
+/// the watch tracker — which makes writes to what it watches cost more — until it ends.
+async fn hold_watch(
+    mut seat: crate::fairqueue::admission::Seat,
+    request: &TraceRequest,
+    info: &RequestInfo,
+    query: Option<&str>,
+    estimator: &WorkEstimator,
+    open_watches: &Mutex<HashMap<String, WatchGuard>>,
+) {
+    let initialised = request.first_byte.unwrap_or_default();
+    tokio::time::sleep(initialised).await;
+    seat.finish_early();
+    let Some(guard) = estimator.watches().register(info, query) else {
+        return;
+    };
+    match request.duration {
+        Some(d) => {
+            tokio::time::sleep(d.saturating_sub(initialised)).await;
+            drop(guard);
+        }
+        None => {
+            lock(open_watches).insert(request.key.clone(), guard);
+        }
+    }
+}
+
+/// Keeps the given object counts fresh on the virtual clock, as `serve` refreshes them from the
+/// upstream every minute (they go stale after 3 min).
+async fn keep_object_counts(estimator: WorkEstimator, counts: Vec<(String, u64)>) {
+    let mut ticks = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        let now = ticks.tick().await;
+        set_object_counts(&estimator, &counts, now);
+    }
+}
+
+fn set_object_counts(estimator: &WorkEstimator, counts: &[(String, u64)], now: Instant) {
+    for (key, count) in counts {
+        let stats = ObjectStats {
+            object_count: *count,
+            average_object_size_bytes: 0,
+        };
+        estimator.objects().set(key, stats, now);
+    }
+}
+
+/// `serve`'s periodic borrowing adjustment, on the virtual clock.
+async fn adjust_borrowing(flow_control: Arc<FlowControl>) {
+    let mut ticks = tokio::time::interval(BORROWING_ADJUSTMENT_PERIOD);
+    ticks.tick().await;
+    loop {
+        let now = ticks.tick().await;
+        let _ = flow_control.adjust_borrowing(now);
+    }
+}
+
+/// Samples every level for the timeline.
+async fn sample(
+    flow_control: Arc<FlowControl>,
+    recorder: Arc<Mutex<Recorder>>,
+    every: Duration,
+    origin: Instant,
+) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.tick().await;
+    loop {
+        let now = ticks.tick().await;
+        let t = now.saturating_duration_since(origin).as_secs_f64();
+        let levels = flow_control.levels();
+        let mut recorder = lock(&recorder);
+        for level in levels {
+            let stats = level.queues.stats();
+            let sample = Sample {
+                t,
+                seats_in_use: stats.seats_in_use,
+                concurrency_limit: level.current_cl,
+                nominal_limit: level.limits.nominal_cl,
+                waiting: stats.waiting,
+                ..Sample::default()
+            };
+            recorder.sample(&level.priority_level.name, sample);
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! What a simulation counts: per priority level and FlowSchema, the outcome of every request,
+//! queue-wait percentiles, the flows rejected most, and (for the HTML report) a timeline.
+//!
+//! Memory grows with the number of levels, schemas, flows and timeline samples, never with the
+//! number of requests: waits go into fixed-size histograms.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::fairqueue::queueset::RejectReason;
+
+/// How many flows `topFlows` lists per level.
+pub const TOP_FLOWS: usize = 5;
+
+/// Queue waits are recorded in microseconds up to this (more than the 60 s wait cap).
+const MAX_WAIT_MICROS: u64 = 120_000_000;
+
+/// Rejections by reason, as the apiserver's `rejected_requests_total{reason}` counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Rejected {
+    /// The queue was full.
+    #[serde(rename = "queue-full")]
+    pub queue_full: u64,
+    /// A `Reject` level had no room.
+    #[serde(rename = "concurrency-limit")]
+    pub concurrency_limit: u64,
+    /// The request waited its whole wait limit.
+    #[serde(rename = "time-out")]
+    pub time_out: u64,
+}
+
+impl Rejected {
+    fn add(&mut self, reason: RejectReason) {
+        match reason {
+            RejectReason::QueueFull => self.queue_full += 1,
+            RejectReason::ConcurrencyLimit => self.concurrency_limit += 1,
+            RejectReason::TimeOut => self.time_out += 1,
+        }
+    }
+
+    /// Every rejection.
+    pub fn total(&self) -> u64 {
+        self.queue_full + self.concurrency_limit + self.time_out
+    }
+}
+
+/// Queue-wait percentiles of dispatched requests, in seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct WaitSeconds {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Longest.
+    pub max: f64,
+}
+
+/// A flow (FlowSchema and distinguisher) and how many of its requests were rejected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FlowRejections {
+    /// The FlowSchema.
+    pub flow_schema: String,
+    /// The flow distinguisher (`""` when the level has one queue or the schema no method).
+    pub flow_distinguisher: String,
+    /// Its rejected requests.
+    pub rejected: u64,
+}
+
+/// One sample of a priority level over time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sample {
+    /// Seconds since the trace's first arrival.
+    pub t: f64,
+    /// Seats held at the sample.
+    pub seats_in_use: u64,
+    /// The concurrency limit in force (nominal ± borrowing).
+    pub concurrency_limit: u32,
+    /// The nominal concurrency limit.
+    pub nominal_limit: u32,
+    /// Requests waiting in queues.
+    pub waiting: u32,
+    /// Requests dispatched since the previous sample.
+    pub dispatched: u64,
+    /// Requests rejected since the previous sample.
+    pub rejected: u64,
+    /// Queue-wait p50 of the requests dispatched since the previous sample, in seconds.
+    pub wait_p50: f64,
+    /// Queue-wait p99 of the same.
+    pub wait_p99: f64,
+}
+
+/// The totals of one priority level.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LevelReport {
+    /// The level.
+    pub name: String,
+    /// Whether it is exempt (never queued).
+    pub exempt: bool,
+    /// Its nominal concurrency limit at the simulated server limit.
+    pub nominal_limit: u32,
+    /// Requests classified to it.
+    pub arrivals: u64,
+    /// Requests that got seats.
+    pub dispatched: u64,
+    /// Requests refused.
+    pub rejected: Rejected,
+    /// Queue waits of dispatched requests.
+    pub wait_seconds: WaitSeconds,
+    /// Most seats held at once, as sampled (with a timeline) and at each dispatch.
+    pub max_seats_in_use: u64,
+    /// The flows rejected most, most first.
+    pub top_flows: Vec<FlowRejections>,
+    /// The level over time (only when a timeline was asked for).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<Sample>,
+}
+
+/// The totals of one FlowSchema.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchemaReport {
+    /// The FlowSchema.
+    pub name: String,
+    /// Its priority level.
+    pub priority_level: String,
+    /// Requests it matched.
+    pub arrivals: u64,
+    /// Of those, dispatched.
+    pub dispatched: u64,
+    /// Of those, refused.
+    pub rejected: Rejected,
+}
+
+/// What flow control would have done with a workload.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimReport {
+    /// Requests replayed (classified, bypassing or not).
+    pub requests: u64,
+    /// Trace lines skipped as malformed (filled in by the caller that read the trace).
+    pub skipped: u64,
+    /// Long-running requests other than watches: they bypass flow control.
+    pub bypassed: u64,
+    /// Requests that arrived before one already replayed (they are replayed at once).
+    pub late: u64,
+    /// Seconds of trace time replayed, from the first arrival to the last completion.
+    pub duration_seconds: f64,
+    /// The server concurrency limit simulated.
+    pub server_concurrency_limit: u32,
+    /// Per priority level, by name.
+    pub priority_levels: Vec<LevelReport>,
+    /// Per FlowSchema, by name.
+    pub flow_schemas: Vec<SchemaReport>,
+}
+
+#[derive(Debug)]
+struct LevelRecord {
+    exempt: bool,
+    nominal_limit: u32,
+    arrivals: u64,
+    dispatched: u64,
+    rejected: Rejected,
+    waits: Histogram<u64>,
+    max_seats_in_use: u64,
+    flows: HashMap<(Arc<str>, String), u64>,
+    interval_waits: Histogram<u64>,
+    interval_rejected: u64,
+    timeline: Vec<Sample>,
+}
+
+#[derive(Debug, Default)]
+struct SchemaRecord {
+    priority_level: String,
+    arrivals: u64,
+    dispatched: u64,
+    rejected: Rejected,
+}
+
+/// Collects outcomes while a simulation runs.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    levels: BTreeMap<String, LevelRecord>,
+    schemas: BTreeMap<String, SchemaRecord>,
+    requests: u64,
+    bypassed: u64,
+    late: u64,
+}
+
+fn histogram() -> Histogram<u64> {
+    // Three significant digits over 1 µs..120 s: a few tens of KiB per histogram. The bounds are
+    // constants that `new_with_bounds` accepts (low ≥ 1, high ≥ 2 × low, sigfig ≤ 5).
+    Histogram::new_with_bounds(1, MAX_WAIT_MICROS, 3).expect("valid constant histogram bounds")
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros())
+        .unwrap_or(u64::MAX)
+        .clamp(1, MAX_WAIT_MICROS)
+}
+
+fn seconds(micros: u64) -> f64 {
+    micros as f64 / 1e6
+}
+
+fn percentiles(h: &Histogram<u64>) -> WaitSeconds {
+    if h.is_empty() {
+        return WaitSeconds::default();
+    }
+    // Waits of zero are recorded as 1 µs; report them as 0.
+    let at = |q: f64| {
+        let v = h.value_at_quantile(q);
+        if v <= 1 {
+            0.0
+        } else {
+            seconds(v)
+        }
+    };
+    WaitSeconds {
+        p50: at(0.50),
+        p90: at(0.90),
+        p99: at(0.99),
+        max: if h.max() <= 1 { 0.0 } else { seconds(h.max()) },
+    }
+}
+
+// === impl Recorder ===
+
+impl Recorder {
+    /// Makes sure a level is listed (levels nothing reached still appear, with zeros).
+    pub fn level(&mut self, name: &str, exempt: bool, nominal_limit: u32) {
+        let entry = self
+            .levels
+            .entry(name.to_string())
+            .or_insert_with(|| LevelRecord {
+                exempt,
+                nominal_limit,
+                arrivals: 0,
+                dispatched: 0,
+                rejected: Rejected::default(),
+                waits: histogram(),
+                max_seats_in_use: 0,
+                flows: HashMap::new(),
+                interval_waits: histogram(),
+                interval_rejected: 0,
+                timeline: Vec::new(),
+            });
+        entry.exempt = exempt;
+        entry.nominal_limit = nominal_limit;
+    }
+
+    /// A request was replayed; `bypassed` when it bypasses flow control.
+    pub fn request(&mut self, bypassed: bool, late: bool) {
+        self.requests += 1;
+        self.bypassed += u64::from(bypassed);
+        self.late += u64::from(late);
+    }
+
+    /// A request was classified to `flow_schema` at `priority_level`.
+    pub fn arrived(&mut self, priority_level: &str, flow_schema: &str) {
+        if let Some(l) = self.levels.get_mut(priority_level) {
+            l.arrivals += 1;
+        }
+        let s = self.schemas.entry(flow_schema.to_string()).or_default();
+        if s.priority_level.is_empty() {
+            s.priority_level = priority_level.to_string();
+        }
+        s.arrivals += 1;
+    }
+
+    /// It got seats after waiting `waited`; the level then held `seats_in_use`.
+    pub fn dispatched(
+        &mut self,
+        priority_level: &str,
+        flow_schema: &str,
+        waited: Duration,
+        seats_in_use: u64,
+    ) {
+        if let Some(l) = self.levels.get_mut(priority_level) {
+            l.dispatched += 1;
+            let w = micros(waited);
+            let _ = l.waits.record(w);
+            let _ = l.interval_waits.record(w);
+            l.max_seats_in_use = l.max_seats_in_use.max(seats_in_use);
+        }
+        if let Some(s) = self.schemas.get_mut(flow_schema) {
+            s.dispatched += 1;
+        }
+    }
+
+    /// It was refused.
+    pub fn rejected(
+        &mut self,
+        priority_level: &str,
+        flow_schema: &Arc<str>,
+        flow_distinguisher: &str,
+        reason: RejectReason,
+    ) {
+        if let Some(l) = self.levels.get_mut(priority_level) {
+            l.rejected.add(reason);
+            l.interval_rejected += 1;
+            *l.flows
+                .entry((Arc::clone(flow_schema), flow_distinguisher.to_string()))
+                .or_insert(0) += 1;
+        }
+        if let Some(s) = self.schemas.get_mut(&**flow_schema) {
+            s.rejected.add(reason);
+        }
+    }
+
+    /// A timeline sample of one level; counts since the previous sample start again.
+    pub fn sample(&mut self, priority_level: &str, mut sample: Sample) {
+        let Some(l) = self.levels.get_mut(priority_level) else {
+            return;
+        };
+        let interval = percentiles(&l.interval_waits);
+        sample.dispatched = l.interval_waits.len();
+        sample.rejected = l.interval_rejected;
+        sample.wait_p50 = interval.p50;
+        sample.wait_p99 = interval.p99;
+        l.max_seats_in_use = l.max_seats_in_use.max(sample.seats_in_use);
+        l.interval_waits.reset();
+        l.interval_rejected = 0;
+        l.timeline.push(sample);
+    }
+
+    /// The report; `duration` is the trace time replayed.
+    pub fn report(&self, duration: Duration, server_concurrency_limit: u32) -> SimReport {
+        let priority_levels = self
+            .levels
+            .iter()
+            .map(|(name, l)| {
+                let mut flows: Vec<_> = l.flows.iter().collect();
+                flows.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+                LevelReport {
+                    name: name.clone(),
+                    exempt: l.exempt,
+                    nominal_limit: l.nominal_limit,
+                    arrivals: l.arrivals,
+                    dispatched: l.dispatched,
+                    rejected: l.rejected,
+                    wait_seconds: percentiles(&l.waits),
+                    max_seats_in_use: l.max_seats_in_use,
+                    top_flows: flows
+                        .into_iter()
+                        .take(TOP_FLOWS)
+                        .map(|((fs, d), n)| FlowRejections {
+                            flow_schema: fs.to_string(),
+                            flow_distinguisher: d.clone(),
+                            rejected: *n,
+                        })
+                        .collect(),
+                    timeline: l.timeline.clone(),
+                }
+            })
+            .collect();
+        let flow_schemas = self
+            .schemas
+            .iter()
+            .map(|(name, s)| SchemaReport {
+                name: name.clone(),
+                priority_level: s.priority_level.clone(),
+                arrivals: s.arrivals,
+                dispatched: s.dispatched,
+                rejected: s.rejected,
+            })
+            .collect();
+        SimReport {
+            requests: self.requests,
+            skipped: 0,
+            bypassed: self.bypassed,
+            late: self.late,
+            duration_seconds: duration.as_secs_f64(),
+            server_concurrency_limit,
+            priority_levels,
+            flow_schemas,
+        }
+    }
+}
