@@ -357,3 +357,6 @@ async fn sample(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
