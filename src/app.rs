@@ -46,9 +46,10 @@ use crate::proxy::{
     WatchStream,
 };
 use crate::server::{
-    self, shutdown_channel, ConfigSource, Running, ServeOptions, ServeParts, ShutdownSignal,
-    ShutdownTrigger,
+    self, shutdown_channel, ConfigSource, FlowControlMode, Running, ServeOptions, ServeParts,
+    ShutdownSignal, ShutdownTrigger,
 };
+use crate::simulate::shadow::{self, Shadow, ShadowMetrics};
 use crate::upstream::Route;
 
 /// How often the upstream's `/metrics` is read for object counts (the apiserver updates its
@@ -139,17 +140,21 @@ impl App {
             }
         });
         let estimator = WorkEstimator::default();
-        let proxy = Arc::new(
-            Proxy::new(
-                Arc::clone(&authenticator),
-                Arc::clone(&flow_control),
-                estimator.clone(),
-                forwarder,
-                opts.request_timeout,
-            )
-            .with_max_request_bytes(opts.max_request_bytes)
-            .with_metrics(Arc::clone(&metrics)),
-        );
+        let shadows = shadows(&opts, config, &estimator, &metrics)?;
+        let mut proxy = Proxy::new(
+            Arc::clone(&authenticator),
+            Arc::clone(&flow_control),
+            estimator.clone(),
+            forwarder,
+            opts.request_timeout,
+        )
+        .with_max_request_bytes(opts.max_request_bytes)
+        .with_metrics(Arc::clone(&metrics))
+        .with_dry_run(opts.flow_control == FlowControlMode::DryRun);
+        for shadow in &shadows {
+            proxy = proxy.with_shadow(Arc::clone(shadow));
+        }
+        let proxy = Arc::new(proxy);
         let admin_gate = admin_gate(&opts, &upstream, &authenticator, &metrics)?;
         let (end_watches, watches_end) = shutdown_channel();
         let cluster_source = opts.config_source == ConfigSource::Cluster;
@@ -161,10 +166,10 @@ impl App {
         let parts = ServeParts {
             handler: secure_handler(Arc::clone(&proxy), watches_end),
             client_ca_roots: Some(authenticator.client_ca_roots()),
-            admin_routes: Some(admin_handler(AdminPaths::new(
-                Arc::clone(&metrics),
-                Arc::clone(&flow_control),
-            ))),
+            admin_routes: Some(admin_handler(
+                AdminPaths::new(Arc::clone(&metrics), Arc::clone(&flow_control))
+                    .with_shadows(&shadows),
+            )),
             ready: ready.serving.clone(),
             upstream_ready: Some(ready.upstream.clone()),
             admin_gate,
@@ -183,12 +188,16 @@ impl App {
             cert_files: reload_files.1,
             authenticator: Arc::clone(&authenticator),
             ca_files: reload_files.2,
+            shadows: shadows.clone(),
         };
         let mut tasks = vec![
             tokio::spawn(adjust_borrowing(flow_control, Arc::clone(&metrics))),
             tokio::spawn(refresh_object_counts(upstream.clone(), estimator)),
             tokio::spawn(reloader.clone().run()),
         ];
+        for shadow in shadows {
+            tasks.push(tokio::spawn(shadow.adjust_borrowing()));
+        }
         if let Some(config_ready) = &ready.config_source {
             let source_metrics = SourceMetrics::register(metrics.registry())?;
             let source = ClusterSource::new(
@@ -427,6 +436,45 @@ fn auth_config(opts: &ServeOptions, upstream: &UpstreamClient) -> AuthConfig {
         anonymous: opts.anonymous_auth,
         api_audiences: Vec::new(),
     }
+}
+
+/// The shadows `--flow-control=dry-run` and `--shadow-config-dir` ask for, their gauges
+/// refreshed before each scrape.
+fn shadows(
+    opts: &ServeOptions,
+    config: &Config,
+    estimator: &WorkEstimator,
+    metrics: &Arc<Metrics>,
+) -> Result<Vec<Arc<Shadow>>, StartError> {
+    let dry_run = opts.flow_control == FlowControlMode::DryRun;
+    if !dry_run && opts.shadow_config_dir.is_none() {
+        return Ok(Vec::new());
+    }
+    let shadow_metrics = ShadowMetrics::register(metrics.registry())?;
+    let server_cl = opts.server_concurrency_limit();
+    let mut shadows = Vec::new();
+    if dry_run {
+        let evaluated = Shadow::new(
+            shadow::DRY_RUN,
+            config,
+            server_cl,
+            estimator.clone(),
+            shadow_metrics.clone(),
+        )?;
+        shadows.push(Arc::new(evaluated));
+    }
+    if let Some(dir) = &opts.shadow_config_dir {
+        let candidate =
+            Shadow::candidate(dir, config, server_cl, estimator.clone(), shadow_metrics)?;
+        shadows.push(Arc::new(candidate));
+    }
+    let weak: Vec<_> = shadows.iter().map(Arc::downgrade).collect();
+    metrics.on_scrape(move |_| {
+        weak.iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .for_each(|s| s.publish_gauges());
+    });
+    Ok(shadows)
 }
 
 /// Every 10 s: re-allocate concurrency limits from seat demand (`updateBorrowingLocked`).

@@ -30,7 +30,8 @@ pub use duration::{format_duration, parse_duration, DurationError};
 pub use listener::{ConnectionLimits, Negotiated, SecureServer, ServerStats};
 pub use logging::{init_logging, verbosity_filter, LoggingError};
 pub use options::{
-    parse_upstream_url, ConfigSource, IdentityForwarding, LogFormat, ServeOptions, UpstreamUrlError,
+    parse_upstream_url, ConfigSource, FlowControlMode, IdentityForwarding, LogFormat, ServeOptions,
+    UpstreamUrlError,
 };
 pub use shutdown::{shutdown_channel, ShutdownSignal, ShutdownTrigger};
 pub use tls::{

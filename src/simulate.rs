@@ -6,6 +6,7 @@
 
 pub mod engine;
 pub mod record;
+pub mod shadow;
 pub mod trace;
 
 pub use engine::{simulate, SimError, SimOptions};

@@ -28,6 +28,8 @@ mod kubectl;
 mod requests;
 #[path = "proxy_e2e/seats.rs"]
 mod seats;
+#[path = "proxy_e2e/shadow.rs"]
+mod shadow;
 #[path = "proxy_e2e/upstream_streams.rs"]
 mod upstream_streams;
 

@@ -20,6 +20,7 @@ use crate::metrics::Metrics;
 use crate::proxy::{full_body, ProxyBody};
 use crate::server::debug_dump::{self, PriorityLevelRow, QueueRow, RequestRow, WallClock};
 use crate::server::not_found;
+use crate::simulate::shadow::Shadow;
 
 /// Where the debug endpoints live.
 pub const DEBUG_PREFIX: &str = "/debug/api_priority_and_fairness/";
@@ -29,6 +30,8 @@ pub const DEBUG_PREFIX: &str = "/debug/api_priority_and_fairness/";
 pub struct AdminPaths {
     metrics: Arc<Metrics>,
     flow_control: Arc<FlowControl>,
+    /// Each shadow's flow control by its name, for `.../shadow/NAME/dump_*`.
+    shadows: Vec<(&'static str, Arc<FlowControl>)>,
     clock: WallClock,
 }
 
@@ -39,8 +42,19 @@ impl AdminPaths {
         AdminPaths {
             metrics,
             flow_control,
+            shadows: Vec::new(),
             clock: WallClock::new(Instant::now(), SystemTime::now()),
         }
+    }
+
+    /// Also serves each shadow's dumps under `/debug/api_priority_and_fairness/shadow/NAME/`
+    /// (`dry-run`, `candidate`), in the same formats.
+    pub fn with_shadows(mut self, shadows: &[Arc<Shadow>]) -> AdminPaths {
+        self.shadows = shadows
+            .iter()
+            .map(|s| (s.name(), Arc::clone(s.flow_control())))
+            .collect();
+        self
     }
 
     /// The answer for `path` (with its `query`); an unknown path gets the apiserver's 404.
@@ -51,7 +65,28 @@ impl AdminPaths {
         let Some(dump) = path.strip_prefix(DEBUG_PREFIX) else {
             return not_found();
         };
-        let levels = self.flow_control.levels();
+        if let Some(rest) = dump.strip_prefix("shadow/") {
+            let Some((name, dump)) = rest.split_once('/') else {
+                return not_found();
+            };
+            let Some((_, flow_control)) = self.shadows.iter().find(|(n, _)| *n == name) else {
+                return not_found();
+            };
+            return self.dump(flow_control, dump, query);
+        }
+        if dump == "explain" {
+            return explain(&self.flow_control, query.unwrap_or_default());
+        }
+        self.dump(&self.flow_control, dump, query)
+    }
+
+    fn dump(
+        &self,
+        flow_control: &FlowControl,
+        dump: &str,
+        query: Option<&str>,
+    ) -> Response<ProxyBody> {
+        let levels = flow_control.levels();
         let body = match dump {
             "dump_priority_levels" => debug_dump::dump_priority_levels(&level_rows(&levels)),
             "dump_queues" => debug_dump::dump_queues(&queue_rows(&levels)),
@@ -59,7 +94,6 @@ impl AdminPaths {
                 let details = debug_dump::include_request_details(query);
                 debug_dump::dump_requests(&request_rows(&levels, self.clock, details), details)
             }
-            "explain" => return explain(&self.flow_control, query.unwrap_or_default()),
             _ => return not_found(),
         };
         text(body, "text/plain; charset=utf-8")

@@ -23,6 +23,7 @@ use crate::config::{self, ConfigError};
 use crate::fairqueue::controller::FlowControl;
 use crate::metrics::{CertificateKind, Metrics};
 use crate::server::ServerTls;
+use crate::simulate::shadow::Shadow;
 
 /// How often the watched files are checked.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
@@ -62,6 +63,9 @@ pub struct Reloader {
     pub authenticator: Arc<Authenticator>,
     /// `--client-ca-file` and `--requestheader-client-ca-file`, when given.
     pub ca_files: Vec<PathBuf>,
+    /// The shadows: a dry-run one follows every configuration applied; a candidate one reloads
+    /// its own directory on the same triggers.
+    pub shadows: Vec<Arc<Shadow>>,
 }
 
 impl Reloader {
@@ -113,6 +117,9 @@ impl Reloader {
             tracing::warn!(%problem, "Priority level not (re)configured");
         }
         super::publish_limits(&self.metrics, &self.flow_control, None);
+        for shadow in self.shadows.iter().filter(|s| s.dir().is_none()) {
+            shadow.apply_config(&loaded.config);
+        }
         self.metrics.record_config_reload(true, SystemTime::now());
         Ok(())
     }
@@ -165,15 +172,33 @@ impl Reloader {
     /// this call is never mistaken for the starting point.
     pub fn run(self) -> impl std::future::Future<Output = ()> + Send {
         let config_stamp = self.config_dir.as_deref().map(dir_digest);
+        let shadow_stamps = self.shadow_stamps();
         let cert_stamp = files_digest(&self.cert_files);
         let ca_stamp = files_digest(&self.ca_files);
         let hangups = hangups();
-        self.watch(config_stamp, [cert_stamp, ca_stamp], hangups)
+        self.watch(config_stamp, shadow_stamps, [cert_stamp, ca_stamp], hangups)
+    }
+
+    /// Loads every candidate shadow's directory again (`--shadow-config-dir`); a failure keeps
+    /// the shadow's last good configuration and never touches the one in force.
+    pub fn reload_shadows(&self) {
+        for shadow in &self.shadows {
+            shadow.reload();
+        }
+    }
+
+    /// The digest of each candidate shadow's directory (`None` for a dry-run shadow).
+    fn shadow_stamps(&self) -> Vec<Option<[u8; 32]>> {
+        self.shadows
+            .iter()
+            .map(|s| s.dir().map(dir_digest))
+            .collect()
     }
 
     async fn watch(
         self,
         mut config_stamp: Option<[u8; 32]>,
+        mut shadow_stamps: Vec<Option<[u8; 32]>>,
         [mut cert_stamp, mut ca_stamp]: [[u8; 32]; 2],
         mut hangups: Hangups,
     ) {
@@ -194,6 +219,11 @@ impl Reloader {
                     tracing::error!(%error, "Configuration reload failed");
                 }
             }
+            let stamps = self.shadow_stamps();
+            if forced || stamps != shadow_stamps {
+                self.reload_shadows();
+            }
+            shadow_stamps = stamps;
             let stamp = files_digest(&self.cert_files);
             if forced || stamp != cert_stamp {
                 cert_stamp = stamp;

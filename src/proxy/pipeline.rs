@@ -36,6 +36,7 @@ use crate::fairqueue::WorkEstimate;
 use crate::metrics::Metrics;
 use crate::request_info::{self, RequestInfo, RequestInfoError};
 use crate::server::ConnectionInfo;
+use crate::simulate::shadow::{self, Shadow, ShadowTickets};
 
 /// `X-Kubernetes-PF-FlowSchema-UID`: the matched FlowSchema's UID.
 pub static FLOW_SCHEMA_UID_HEADER: HeaderName =
@@ -83,6 +84,10 @@ pub struct Proxy {
     request_timeout: Duration,
     max_request_bytes: u64,
     metrics: Arc<Metrics>,
+    /// Configurations evaluated on every request without enforcing (shadow, dry-run).
+    shadows: Vec<Arc<Shadow>>,
+    /// `--flow-control=dry-run`: nothing is queued or rejected.
+    dry_run: bool,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -143,7 +148,22 @@ impl Proxy {
             request_timeout,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             metrics: Metrics::new(),
+            shadows: Vec::new(),
+            dry_run: false,
         }
+    }
+
+    /// Feeds every request that reaches flow control to `shadow` too (see [`Shadow`]).
+    pub fn with_shadow(mut self, shadow: Arc<Shadow>) -> Proxy {
+        self.shadows.push(shadow);
+        self
+    }
+
+    /// `--flow-control=dry-run`: requests are classified and counted but never queued or
+    /// rejected; give the configuration in force as a shadow to see what it would do.
+    pub fn with_dry_run(mut self, dry_run: bool) -> Proxy {
+        self.dry_run = dry_run;
+        self
     }
 
     /// Reports to `metrics` instead of the private registry [`new`](Self::new) made.
@@ -279,17 +299,30 @@ impl Proxy {
         let (pl_name, fs_name) = (&*class.priority_level.name, &*class.flow_schema.name);
         let flow = self.metrics.flow(pl_name, fs_name);
         metering::record_estimate(&flow, &self.estimator, &info, &estimate);
-        let mut seat = match self.flow_control.admit(&level, admit).await {
-            Ok(seat) => seat,
-            Err(rejection) => {
-                metering::record_rejection(&self.metrics, fs_name, &info.verb, &rejection);
-                ctx.waited = rejection.waited;
-                return Err(ProxyError::TooManyRequests {
-                    retry_after_seconds: u32::try_from(rejection.retry_after).unwrap_or(u32::MAX),
-                });
+        let mut shadows = shadow::observe_all(
+            &self.shadows,
+            &identity,
+            &info,
+            query.as_deref(),
+            wait_limit,
+        );
+        let mut seat = if self.dry_run {
+            None
+        } else {
+            match self.flow_control.admit(&level, admit).await {
+                Ok(seat) => Some(seat),
+                Err(rejection) => {
+                    metering::record_rejection(&self.metrics, fs_name, &info.verb, &rejection);
+                    ctx.waited = rejection.waited;
+                    return Err(ProxyError::TooManyRequests {
+                        retry_after_seconds: u32::try_from(rejection.retry_after)
+                            .unwrap_or(u32::MAX),
+                    });
+                }
             }
         };
-        ctx.waited = seat.waited();
+        shadows.start();
+        ctx.waited = seat.as_ref().map_or(Duration::ZERO, Seat::waited);
         if !level.is_exempt() {
             flow.observe_wait(true, ctx.waited);
         }
@@ -299,16 +332,20 @@ impl Proxy {
             let response = self.forward(ctx, slot, &identity, true).await;
             // The watch is established upstream once its response head is here: its seats go
             // back to the level while the stream goes on (the tracker entry stays until the end).
-            seat.finish_early();
+            if let Some(seat) = &mut seat {
+                seat.finish_early();
+            }
+            drop(shadows);
             drop(execution);
             return response.map(|r| {
-                let mut r = r.map(|body| SeatBody::wrap(body, None, watch, None));
+                let mut r = r.map(|body| SeatBody::wrap(body, None, watch, None, None));
                 r.extensions_mut().insert(WatchStream);
                 r
             });
         }
         let response = self.forward(ctx, slot, &identity, false).await?;
-        Ok(response.map(|body| SeatBody::wrap(body, Some(seat), None, Some(execution))))
+        let shadows = (!shadows.is_empty()).then_some(shadows);
+        Ok(response.map(|body| SeatBody::wrap(body, seat, None, Some(execution), shadows)))
     }
 
     async fn authenticate<B>(
@@ -479,6 +516,7 @@ struct SeatBody {
     seat: Option<Seat>,
     watch: Option<WatchGuard>,
     execution: Option<Execution>,
+    shadows: Option<ShadowTickets>,
 }
 
 impl SeatBody {
@@ -487,8 +525,9 @@ impl SeatBody {
         seat: Option<Seat>,
         watch: Option<WatchGuard>,
         execution: Option<Execution>,
+        shadows: Option<ShadowTickets>,
     ) -> ProxyBody {
-        if seat.is_none() && watch.is_none() && execution.is_none() {
+        if seat.is_none() && watch.is_none() && execution.is_none() && shadows.is_none() {
             return inner;
         }
         SeatBody {
@@ -496,12 +535,14 @@ impl SeatBody {
             seat,
             watch,
             execution,
+            shadows,
         }
         .boxed_unsync()
     }
 
     fn release(&mut self) {
         self.execution = None;
+        self.shadows = None;
         self.seat = None;
         self.watch = None;
     }

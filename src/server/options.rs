@@ -180,6 +180,19 @@ pub struct ServeOptions {
     #[arg(long, default_value_t = 3 * 1024 * 1024, help_heading = "Flow control")]
     pub max_request_bytes: u64,
 
+    /// `enforce` queues and rejects; `dry-run` classifies and counts every request but queues
+    /// and rejects none, evaluating the configuration in force as a shadow (the
+    /// `apf_proxy_shadow_*{shadow="dry-run"}` metrics say what it would have done).
+    #[arg(long, value_enum, default_value_t = FlowControlMode::Enforce, help_heading = "Flow control")]
+    pub flow_control: FlowControlMode,
+
+    /// A candidate configuration directory evaluated on live traffic and never enforced: every
+    /// request is also classified and queued against it, with the verdicts in the
+    /// `apf_proxy_shadow_*{shadow="candidate"}` metrics and its own debug dumps. Reloaded like
+    /// --config-dir; its errors never affect enforcement.
+    #[arg(long, help_heading = "Flow control")]
+    pub shadow_config_dir: Option<PathBuf>,
+
     // === Operations ===
     /// Address for /metrics, /healthz, /livez, /readyz and /debug endpoints (plain HTTP on
     /// loopback unless --admin-secure; HTTPS with authentication and authorization elsewhere).
@@ -259,6 +272,15 @@ pub enum ConfigSource {
     Dir,
     /// The upstream's own `flowcontrol.apiserver.k8s.io/v1` objects, listed and watched.
     Cluster,
+}
+
+/// Whether flow control is enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FlowControlMode {
+    /// Queue and reject.
+    Enforce,
+    /// Classify, count and evaluate, but never queue or reject.
+    DryRun,
 }
 
 /// The log output format.

@@ -199,8 +199,13 @@ fn long_running_requests_other_than_watches_bypass_and_watches_hold_seats_until_
     // Six watches take every seat for 1 s (their first byte), then give them back while they
     // stay open.
     for i in 2..=7 {
-        let TraceEvent::Request(mut r) = request(i, 0, 600_000, "GET", "/api/v1/namespaces/default/pods?watch=true")
-        else {
+        let TraceEvent::Request(mut r) = request(
+            i,
+            0,
+            600_000,
+            "GET",
+            "/api/v1/namespaces/default/pods?watch=true",
+        ) else {
             unreachable!()
         };
         r.first_byte = Some(Duration::from_secs(1));
@@ -226,13 +231,19 @@ fn long_running_requests_other_than_watches_bypass_and_watches_hold_seats_until_
     let work = level(report, "work");
     assert_eq!(work.arrivals, 8);
     assert_eq!(work.dispatched, 8);
-    assert!((work.wait_seconds.max - 0.5).abs() < 0.01, "{:?}", work.wait_seconds);
+    assert!(
+        (work.wait_seconds.max - 0.5).abs() < 0.01,
+        "{:?}",
+        work.wait_seconds
+    );
 }
 
 #[test]
 fn open_ended_watches_end_with_their_ended_event_and_late_arrivals_are_replayed_at_once() {
     let config = config(5);
-    let TraceEvent::Request(mut watch) = request(1, 0, 0, "GET", "/api/v1/namespaces/default/pods?watch=true") else {
+    let TraceEvent::Request(mut watch) =
+        request(1, 0, 0, "GET", "/api/v1/namespaces/default/pods?watch=true")
+    else {
         unreachable!()
     };
     watch.duration = None;
