@@ -168,7 +168,8 @@ impl App {
             client_ca_roots: Some(authenticator.client_ca_roots()),
             admin_routes: Some(admin_handler(
                 AdminPaths::new(Arc::clone(&metrics), Arc::clone(&flow_control))
-                    .with_shadows(&shadows),
+                    .with_shadows(&shadows)
+                    .with_rejections(Arc::clone(proxy.rejections())),
             )),
             ready: ready.serving.clone(),
             upstream_ready: Some(ready.upstream.clone()),

@@ -16,6 +16,7 @@ mod headers;
 mod kubeconfig;
 mod options;
 mod pipeline;
+pub mod rejections;
 mod timeout;
 mod token_review;
 mod upgrade;

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use crate::fairqueue::controller::{FlowControl, LevelInfo};
 use crate::fairqueue::queueset::RequestDump;
 use crate::metrics::Metrics;
+use crate::proxy::rejections::{RecentRejections, RejectedRequest};
 use crate::proxy::{full_body, ProxyBody};
 use crate::server::debug_dump::{self, PriorityLevelRow, QueueRow, RequestRow, WallClock};
 use crate::server::not_found;
@@ -32,6 +33,7 @@ pub struct AdminPaths {
     flow_control: Arc<FlowControl>,
     /// Each shadow's flow control by its name, for `.../shadow/NAME/dump_*`.
     shadows: Vec<(&'static str, Arc<FlowControl>)>,
+    rejections: Option<Arc<RecentRejections>>,
     clock: WallClock,
 }
 
@@ -43,8 +45,17 @@ impl AdminPaths {
             metrics,
             flow_control,
             shadows: Vec::new(),
+            rejections: None,
             clock: WallClock::new(Instant::now(), SystemTime::now()),
         }
+    }
+
+    /// Also serves `/debug/api_priority_and_fairness/rejected?priorityLevel=NAME&limit=N`: the
+    /// last rejected requests (newest first, at most 100 per level), each with its
+    /// classification explained against the configuration in force.
+    pub fn with_rejections(mut self, rejections: Arc<RecentRejections>) -> AdminPaths {
+        self.rejections = Some(rejections);
+        self
     }
 
     /// Also serves each shadow's dumps under `/debug/api_priority_and_fairness/shadow/NAME/`
@@ -76,6 +87,9 @@ impl AdminPaths {
         }
         if dump == "explain" {
             return explain(&self.flow_control, query.unwrap_or_default());
+        }
+        if let ("rejected", Some(rejections)) = (dump, &self.rejections) {
+            return rejected(&self.flow_control, rejections, query.unwrap_or_default());
         }
         self.dump(&self.flow_control, dump, query)
     }
@@ -111,12 +125,70 @@ fn explain(flow_control: &FlowControl, query: &str) -> Response<ProxyBody> {
     });
     match explained.and_then(|e| serde_json::to_string_pretty(&e).map_err(|e| e.to_string())) {
         Ok(json) => text(json, "application/json"),
-        Err(message) => {
-            let mut response = text(message, "text/plain; charset=utf-8");
-            *response.status_mut() = StatusCode::BAD_REQUEST;
-            response
+        Err(message) => bad_request(message),
+    }
+}
+
+/// A rejected request and why it was classified as it was.
+#[derive(serde::Serialize)]
+struct ExplainedRejection {
+    #[serde(flatten)]
+    request: RejectedRequest,
+    explanation: Option<crate::cli::explain::Explained>,
+}
+
+/// `rejected?priorityLevel=NAME&limit=N` (both optional; limit 20 by default, at most 100 per
+/// level): the last rejected requests, newest first, each explained against the configuration
+/// in force now (JSON).
+fn rejected(
+    flow_control: &FlowControl,
+    rejections: &RecentRejections,
+    query: &str,
+) -> Response<ProxyBody> {
+    let mut level = None;
+    let mut limit = 20;
+    for (key, value) in crate::fairqueue::work_estimate::parse_query(query) {
+        match key.as_str() {
+            "priorityLevel" => level = Some(value),
+            "limit" => match value.parse::<usize>() {
+                Ok(n) => limit = n,
+                Err(_) => return bad_request(format!("limit: not a number: {value:?}")),
+            },
+            _ => {}
         }
     }
+    let snapshot = flow_control.snapshot();
+    let server_cl = flow_control.server_concurrency_limit();
+    let explained: Vec<ExplainedRejection> = rejections
+        .recent(level.as_deref(), limit)
+        .into_iter()
+        .map(|request| {
+            let input = crate::cli::ClassifyInput {
+                method: request.method.clone(),
+                url: request.url.clone(),
+                user: Some(request.user.clone()),
+                groups: request.groups.clone(),
+                uid: String::new(),
+                extra: Default::default(),
+            };
+            let explanation =
+                crate::cli::explain::explain_request(snapshot.config(), &input, server_cl).ok();
+            ExplainedRejection {
+                request,
+                explanation,
+            }
+        })
+        .collect();
+    match serde_json::to_string_pretty(&explained) {
+        Ok(json) => text(json, "application/json"),
+        Err(e) => bad_request(e.to_string()),
+    }
+}
+
+fn bad_request(message: String) -> Response<ProxyBody> {
+    let mut response = text(message, "text/plain; charset=utf-8");
+    *response.status_mut() = StatusCode::BAD_REQUEST;
+    response
 }
 
 fn text(body: String, content_type: &'static str) -> Response<ProxyBody> {

@@ -25,6 +25,7 @@ use http_body_util::BodyExt;
 use tokio::time::Instant;
 
 use self::metering::Execution;
+use super::rejections::{RecentRejections, Rejected};
 use super::{effective_timeout, error_response, ForwardRequest, Forwarder, ProxyBody, ProxyError};
 use crate::auth::{AuthMethod, Authenticator, Identity};
 use crate::config::{FlowSchemaRef, PriorityLevelRef};
@@ -88,6 +89,8 @@ pub struct Proxy {
     shadows: Vec<Arc<Shadow>>,
     /// `--flow-control=dry-run`: nothing is queued or rejected.
     dry_run: bool,
+    /// The last rejected requests of each level (`/debug/api_priority_and_fairness/rejected`).
+    rejections: Arc<RecentRejections>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -150,6 +153,7 @@ impl Proxy {
             metrics: Metrics::new(),
             shadows: Vec::new(),
             dry_run: false,
+            rejections: Arc::default(),
         }
     }
 
@@ -187,6 +191,11 @@ impl Proxy {
     /// The flow controller (for the admin endpoints and the periodic borrowing adjustment).
     pub fn flow_control(&self) -> &Arc<FlowControl> {
         &self.flow_control
+    }
+
+    /// The last rejected requests of each priority level.
+    pub fn rejections(&self) -> &Arc<RecentRejections> {
+        &self.rejections
     }
 
     /// The work estimator (its object counts are fed from the upstream's metrics).
@@ -313,6 +322,21 @@ impl Proxy {
                 Ok(seat) => Some(seat),
                 Err(rejection) => {
                     metering::record_rejection(&self.metrics, fs_name, &info.verb, &rejection);
+                    let url = slot
+                        .as_ref()
+                        .and_then(|r| r.uri().path_and_query())
+                        .map_or("", |p| p.as_str());
+                    self.rejections.record(&Rejected {
+                        priority_level: pl_name,
+                        flow_schema: fs_name,
+                        flow_distinguisher: &class.flow_distinguisher,
+                        reason: rejection.reason.as_str(),
+                        waited: rejection.waited,
+                        method: ctx.method.as_str(),
+                        url,
+                        user: &identity.user,
+                        groups: &identity.groups,
+                    });
                     ctx.waited = rejection.waited;
                     return Err(ProxyError::TooManyRequests {
                         retry_after_seconds: u32::try_from(rejection.retry_after)

@@ -363,3 +363,46 @@ async fn a_level_that_rejects_answers_429_at_once_when_its_seat_is_taken() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_last_rejected_requests_are_listed_with_their_classification_explained() {
+    let fake = FakeApiserver::start_plain().await;
+    let app = tiny_app(&fake).await;
+    let hang = occupy(&app, &fake).await;
+    let queued = queue_one(&app).await;
+    let refused = app
+        .client()
+        .send(request(
+            "GET",
+            "/api/v1/namespaces/ns/pods/refused?limit=3",
+            None,
+            Bytes::new(),
+        ))
+        .await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let admin = app.app.running().admin_addr();
+    let path = "/debug/api_priority_and_fairness/rejected?priorityLevel=tiny&limit=5";
+    let (status, body) = crate::admin::admin_get(admin, path).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let listed: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let listed = listed.as_array().expect("an array");
+    assert_eq!(listed.len(), 1, "{body}");
+    let r = &listed[0];
+    assert_eq!(r["reason"], "queue-full");
+    assert_eq!(r["priorityLevel"], TINY);
+    assert_eq!(r["flowSchema"], "tenants");
+    assert_eq!(r["url"], "/api/v1/namespaces/ns/pods/refused?limit=3");
+    assert_eq!(r["user"], "system:anonymous");
+    assert_eq!(r["explanation"]["priorityLevel"], TINY);
+    assert!(r["explanation"]["flowSchemas"].is_array(), "{body}");
+    let other = "/debug/api_priority_and_fairness/rejected?priorityLevel=global-default";
+    assert_eq!(crate::admin::admin_get(admin, other).await.1.trim(), "[]");
+    let bad = "/debug/api_priority_and_fairness/rejected?limit=lots";
+    assert_eq!(
+        crate::admin::admin_get(admin, bad).await.0,
+        StatusCode::BAD_REQUEST
+    );
+    fake.release_hanging();
+    assert_eq!(hang.await.expect("hang").0, StatusCode::OK);
+    assert_eq!(queued.await.expect("queued"), StatusCode::OK);
+}
