@@ -12,7 +12,7 @@
 //! - `relay`: `RELAY_WATCHES` watches (1,000) with an event every `RELAY_EVENT_MS` (50) for
 //!   `RELAY_SECS` (10), through the proxy and through nginx (`proxy_buffering off`) in one run:
 //!   events per second and CPU per event of each.
-//! - `soak` (scripts/scale-soak.sh): waves of `SOAK_WAVE_WATCHES` watches (5,000) opened and
+//! - `soak` (`scripts/scale.sh soak`): waves of `SOAK_WAVE_WATCHES` watches (5,000) opened and
 //!   closed `SOAK_WAVES` times (4) while GETs run, the upstream sending GOAWAY every
 //!   `SOAK_GOAWAY_SECS` (3) and restarting once; every request accounted for, no seat or stream
 //!   left, and memory back at its resting level.
@@ -412,6 +412,7 @@ fn clients_for_queue(pki: &Pki) -> Vec<Arc<HttpsClient>> {
 }
 
 /// utime + stime of `pid` in seconds (Linux clock ticks at 100 Hz).
+/// CPU seconds of `pid` and every descendant (nginx works in its worker processes).
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
@@ -423,7 +424,20 @@ fn cpu_seconds(pid: u32) -> f64 {
             .unwrap_or(0.0)
     };
     // Fields after the name start at `state` (field 3): utime is field 14, stime 15.
-    (ticks(11) + ticks(12)) / 100.0
+    let own = (ticks(11) + ticks(12)) / 100.0;
+    let children: f64 = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .map(cpu_seconds)
+        .sum();
+    own + children
 }
 
 async fn relay() {
