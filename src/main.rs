@@ -52,6 +52,10 @@ enum Command {
     /// ConfigMap; errors deny (422 Invalid), lint findings warn. Also `/healthz`, `/readyz`,
     /// `/metrics`.
     Webhook(Box<kube_apf_proxy::admission::WebhookOptions>),
+    /// Replay a recorded workload (Kubernetes audit events, the proxy's JSON access log, or
+    /// trace lines) through flow control in virtual time, and report per priority level and
+    /// FlowSchema what would have been dispatched, queued and rejected.
+    Simulate(Box<SimulateArgs>),
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -126,6 +130,81 @@ struct LintArgs {
     output: cli::lint::Output,
 }
 
+#[derive(Debug, Args)]
+struct SimulateArgs {
+    /// The configuration directory; the embedded default configuration without it.
+    #[arg(long)]
+    config_dir: Option<PathBuf>,
+    /// The recorded workload (`-` for standard input): audit.k8s.io/v1 Event lines as
+    /// kube-apiserver writes them with --audit-log-path, the proxy's JSON access log, or trace
+    /// lines (`classify --requests` lines plus `at` seconds and `durationMs`).
+    #[arg(long)]
+    trace: String,
+    /// A second configuration directory replayed over the same trace, side by side.
+    #[arg(long)]
+    compare_config_dir: Option<PathBuf>,
+    /// The server's `--max-requests-inflight`.
+    #[arg(long, default_value_t = 400)]
+    max_requests_inflight: u32,
+    /// The server's `--max-mutating-requests-inflight`.
+    #[arg(long, default_value_t = 200)]
+    max_mutating_requests_inflight: u32,
+    /// The server's `--request-timeout`: requests wait in queues for a quarter of it at most.
+    #[arg(long, default_value = "60s", value_parser = kube_apf_proxy::server::parse_duration)]
+    request_timeout: std::time::Duration,
+    /// A YAML or JSON map from resource (`pods`, `deployments.apps`) to stored object count,
+    /// for the cost of lists; without it every list costs what an unknown resource costs.
+    #[arg(long)]
+    object_counts: Option<PathBuf>,
+    /// Replay only requests that arrived at least this long after the trace's first one.
+    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration)]
+    from: Option<std::time::Duration>,
+    /// ... and at most this long after it.
+    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration)]
+    until: Option<std::time::Duration>,
+    /// How far out of arrival order trace lines may be (logs are written at completion);
+    /// default: the request timeout plus 5 s.
+    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration)]
+    reorder_window: Option<std::time::Duration>,
+    /// Stop (exit 1) at the first malformed line instead of reporting and skipping it.
+    #[arg(long)]
+    strict: bool,
+    /// `text` (tables) or `json` (one object; `{"baseline":..,"candidate":..}` when comparing).
+    #[arg(long, value_enum, default_value = "text")]
+    output: cli::lint::Output,
+    /// Also write a self-contained HTML page with charts over time per priority level.
+    #[arg(long)]
+    report: Option<PathBuf>,
+}
+
+impl SimulateArgs {
+    fn into_args(self) -> anyhow::Result<cli::simulate::SimulateArgs> {
+        let object_counts = match &self.object_counts {
+            Some(path) => cli::simulate::read_object_counts(path)?,
+            None => Vec::new(),
+        };
+        Ok(cli::simulate::SimulateArgs {
+            config_dir: self.config_dir,
+            trace: self.trace,
+            compare_config_dir: self.compare_config_dir,
+            options: kube_apf_proxy::simulate::SimOptions {
+                server_concurrency_limit: self
+                    .max_requests_inflight
+                    .saturating_add(self.max_mutating_requests_inflight),
+                request_timeout: self.request_timeout,
+                object_counts,
+                timeline_interval: None,
+            },
+            from: self.from,
+            until: self.until,
+            reorder_window: self.reorder_window,
+            strict: self.strict,
+            output: self.output,
+            report: self.report,
+        })
+    }
+}
+
 impl LintArgs {
     fn options(&self) -> kube_apf_proxy::lint::LintOptions {
         kube_apf_proxy::lint::LintOptions {
@@ -148,6 +227,7 @@ fn main() -> ExitCode {
             command: ConfigCommand::Dump { config_dir },
         } => cli::config_dump(config_dir.as_deref()),
         Command::Webhook(opts) => cli::webhook(*opts),
+        Command::Simulate(args) => args.into_args().and_then(|args| cli::simulate::run(&args)),
         Command::Lint(args) => {
             cli::lint::run(args.config_dir.as_deref(), &args.options(), args.output)
         }

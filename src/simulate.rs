@@ -5,6 +5,7 @@
 //! paused tokio clock — and [`record`] counts what happened.
 
 pub mod engine;
+pub mod html;
 pub mod record;
 pub mod shadow;
 pub mod trace;

@@ -199,7 +199,7 @@ impl<'a> Classifier<'a> {
 
 /// The path and query of `url`: an absolute `http(s)://host/...` URL is reduced to them, as the
 /// server sees only the request target.
-pub(super) fn request_target(url: &str) -> &str {
+pub(crate) fn request_target(url: &str) -> &str {
     let Some(rest) = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))
@@ -240,7 +240,10 @@ fn write_error(out: &mut impl Write, message: &str) -> io::Result<()> {
 
 /// Reads one line into `buf` without its line ending, reading at most [`MAX_LINE_BYTES`] of it.
 /// `None` at end of input; `Some(false)` when the line was longer (the rest of it is skipped).
-fn read_bounded_line(input: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<Option<bool>> {
+pub(crate) fn read_bounded_line(
+    input: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+) -> io::Result<Option<bool>> {
     buf.clear();
     let limit = MAX_LINE_BYTES as u64 + 1;
     let mut limited = io::Read::take(&mut *input, limit);

@@ -130,6 +130,19 @@ struct RequestContext {
     classification: Option<(FlowSchemaRef, PriorityLevelRef)>,
     estimate: Option<WorkEstimate>,
     waited: Duration,
+    /// What only the access log needs; `None` (no allocation) unless it is enabled.
+    logged: Option<Box<Logged>>,
+}
+
+/// The access log's fields beyond the context's own: what a replay (`simulate`) needs.
+#[derive(Debug)]
+struct Logged {
+    /// Wall-clock arrival.
+    received: std::time::SystemTime,
+    /// Path and query, as received.
+    uri: String,
+    /// The user's groups, as a JSON array.
+    groups: String,
 }
 
 // === impl Proxy ===
@@ -396,8 +409,10 @@ impl Proxy {
         match result {
             Ok(authenticated) => {
                 ctx.auth_method = Some(authenticated.method);
-                if access_log_enabled() {
+                if let Some(logged) = &mut ctx.logged {
                     ctx.user.clone_from(&authenticated.identity.user);
+                    logged.groups =
+                        serde_json::to_string(&authenticated.identity.groups).unwrap_or_default();
                 }
                 Ok(authenticated.identity)
             }
@@ -501,22 +516,37 @@ impl RequestContext {
             classification: None,
             estimate: None,
             waited: Duration::ZERO,
+            logged: access_log_enabled().then(|| {
+                Box::new(Logged {
+                    received: std::time::SystemTime::now(),
+                    uri: request
+                        .uri()
+                        .path_and_query()
+                        .map_or("/", |p| p.as_str())
+                        .to_string(),
+                    groups: "[]".to_string(),
+                })
+            }),
         }
     }
 
     /// One access-log event per request, at debug level (`-v=1`) like the apiserver's own
     /// per-request log lines (`httplog`, at `-v=3`): at the default level the proxy writes nothing
-    /// per request. Never a token: only the user name and attributes.
+    /// per request. Never a token: only the user, its groups and the request's attributes — what
+    /// `simulate` needs to replay the log.
     fn finish(&self, status: http::StatusCode) {
-        if !access_log_enabled() {
+        let Some(logged) = &self.logged else {
             return;
-        }
+        };
         let info = self.info.as_ref();
         let class = self.classification.as_ref();
         tracing::debug!(
             target: "kube_apf_proxy::access",
             method = %self.method,
             user = %self.user,
+            groups = %logged.groups,
+            uri = %logged.uri,
+            received = %crate::server::debug_dump::format_rfc3339_nano(Some(logged.received)),
             auth = self.auth_method.map_or("", AuthMethod::as_str),
             verb = info.map_or("", |i| i.verb.as_str()),
             path = info.map_or("", |i| i.path.as_str()),

@@ -12,9 +12,14 @@
 //! [`TraceOptions::reorder_window`] holds events until no earlier arrival can still come. Memory is
 //! bounded by the requests that arrive within that window, not by the trace length.
 
+use std::borrow::Cow;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::io::BufRead;
 use std::time::Duration;
 
 use crate::auth::Identity;
+use crate::cli::classify::{read_bounded_line, MAX_LINE_BYTES};
 
 /// One thing that happens in a recorded workload.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,3 +92,284 @@ pub enum TraceFormat {
     /// Plain trace lines.
     TraceLines,
 }
+
+/// Why the reader could not go on, or skipped a line.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// A malformed line: report it and go on (or stop, under `--strict`).
+    #[error(transparent)]
+    Line(#[from] TraceLineError),
+    /// The input could not be read: fatal.
+    #[error("reading the trace: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What a reader has seen so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TraceStats {
+    /// Lines read (blank ones included).
+    pub lines: u64,
+    /// Requests yielded.
+    pub requests: u64,
+    /// Malformed lines reported.
+    pub malformed: u64,
+    /// Audit events of stages that do not start or end a request (`RequestReceived`), and
+    /// access-log lines that are not request events.
+    pub ignored: u64,
+    /// Events yielded after one that arrived later (further out of order than the window).
+    pub late: u64,
+}
+
+/// Reads a trace as [`TraceEvent`]s in arrival order (see the module documentation).
+pub struct TraceReader<R> {
+    input: R,
+    options: TraceOptions,
+    format: Option<TraceFormat>,
+    stats: TraceStats,
+    buf: Vec<u8>,
+    line: u64,
+    /// Events waiting for the window to pass them, earliest first.
+    pending: BinaryHeap<Reverse<Pending>>,
+    /// The latest completion time seen: events this far behind it are released.
+    watermark: Duration,
+    /// The key of the last event released, for late detection.
+    released: Duration,
+    /// Audit IDs of long-running requests whose `ResponseStarted` was seen and whose end was not.
+    open: HashSet<String>,
+    /// Line errors and events ready to go out, before `pending`.
+    ready: VecDeque<Result<TraceEvent, TraceError>>,
+    eof: bool,
+    seq: u64,
+}
+
+impl<R> std::fmt::Debug for TraceReader<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceReader")
+            .field("format", &self.format)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An event held by the reorder buffer, ordered by its time then its line.
+#[derive(Debug)]
+struct Pending {
+    key: Duration,
+    seq: u64,
+    event: TraceEvent,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        (self.key, self.seq) == (other.key, other.seq)
+    }
+}
+
+impl Eq for Pending {}
+
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.key, self.seq).cmp(&(other.key, other.seq))
+    }
+}
+
+/// What one line turned out to hold.
+#[derive(Debug)]
+pub(crate) enum Parsed {
+    /// Events, with the time the line was written (its completion).
+    Events(Vec<TraceEvent>, Duration),
+    /// Nothing to replay (another stage, another log event).
+    Ignored,
+}
+
+// === impl TraceReader ===
+
+impl<R: BufRead> TraceReader<R> {
+    /// A reader over `input`.
+    pub fn new(input: R, options: TraceOptions) -> Self {
+        TraceReader {
+            input,
+            options,
+            format: None,
+            stats: TraceStats::default(),
+            buf: Vec::new(),
+            line: 0,
+            pending: BinaryHeap::new(),
+            watermark: Duration::ZERO,
+            released: Duration::ZERO,
+            open: HashSet::new(),
+            ready: VecDeque::new(),
+            eof: false,
+            seq: 0,
+        }
+    }
+
+    /// The format, known once the first non-blank line has been read.
+    pub fn format(&self) -> Option<TraceFormat> {
+        self.format
+    }
+
+    /// What has been read so far.
+    pub fn stats(&self) -> TraceStats {
+        self.stats
+    }
+
+    /// Reads lines until something is ready to go out or the input ends.
+    fn fill(&mut self) -> Result<(), std::io::Error> {
+        while self.ready.is_empty() && !self.eof {
+            let Some(complete) = read_bounded_line(&mut self.input, &mut self.buf)? else {
+                self.eof = true;
+                break;
+            };
+            self.line += 1;
+            self.stats.lines += 1;
+            if !complete {
+                self.line_error(format!("line longer than {MAX_LINE_BYTES} bytes"));
+                continue;
+            }
+            if self.buf.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let format = match self.format {
+                Some(format) => format,
+                None => {
+                    let format = detect(&self.buf);
+                    self.format = Some(format);
+                    format
+                }
+            };
+            let parsed = match format {
+                TraceFormat::AuditEvents => audit::parse_line(&self.buf, self.line, &mut self.open),
+                TraceFormat::AccessLog => access::parse_line(&self.buf, self.line),
+                TraceFormat::TraceLines => lines::parse_line(&self.buf, self.line),
+            };
+            match parsed {
+                Ok(Parsed::Events(events, written)) => {
+                    self.watermark = self.watermark.max(written);
+                    for event in events {
+                        let key = match &event {
+                            TraceEvent::Request(r) => r.arrival,
+                            TraceEvent::Ended { at, .. } => *at,
+                        };
+                        self.seq += 1;
+                        let seq = self.seq;
+                        self.pending.push(Reverse(Pending { key, seq, event }));
+                    }
+                    self.release(false);
+                }
+                Ok(Parsed::Ignored) => self.stats.ignored += 1,
+                Err(message) => self.line_error(message),
+            }
+        }
+        if self.eof {
+            self.release(true);
+        }
+        Ok(())
+    }
+
+    fn line_error(&mut self, message: String) {
+        self.stats.malformed += 1;
+        let error = TraceLineError {
+            line: self.line,
+            message,
+        };
+        self.ready.push_back(Err(TraceError::Line(error)));
+    }
+
+    /// Moves the events the window has passed (all of them at the end) to `ready`.
+    fn release(&mut self, all: bool) {
+        let window = self.options.reorder_window;
+        while let Some(Reverse(head)) = self.pending.peek() {
+            if !all && head.key + window > self.watermark {
+                break;
+            }
+            let Some(Reverse(Pending { key, event, .. })) = self.pending.pop() else {
+                break;
+            };
+            if key < self.released {
+                self.stats.late += 1;
+            }
+            self.released = self.released.max(key);
+            if matches!(event, TraceEvent::Request(_)) {
+                self.stats.requests += 1;
+            }
+            self.ready.push_back(Ok(event));
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for TraceReader<R> {
+    type Item = Result<TraceEvent, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.ready.is_empty() {
+            if let Err(error) = self.fill() {
+                self.eof = true;
+                self.pending.clear();
+                return Some(Err(TraceError::Io(error)));
+            }
+        }
+        let item = self.ready.pop_front()?;
+        if self.options.strict && matches!(item, Err(TraceError::Line(_))) {
+            // Nothing after the first malformed line under --strict.
+            self.eof = true;
+            self.pending.clear();
+            self.ready.clear();
+        }
+        Some(item)
+    }
+}
+
+/// The format of a trace, from its first non-blank line.
+fn detect(line: &[u8]) -> TraceFormat {
+    #[derive(serde::Deserialize)]
+    struct Probe<'a> {
+        #[serde(default, borrow)]
+        kind: Option<Cow<'a, str>>,
+        #[serde(default, rename = "apiVersion", borrow)]
+        api_version: Option<Cow<'a, str>>,
+        #[serde(default, borrow)]
+        target: Option<Cow<'a, str>>,
+    }
+    let Ok(probe) = serde_json::from_slice::<Probe<'_>>(line) else {
+        return TraceFormat::TraceLines;
+    };
+    let audit = probe
+        .api_version
+        .as_deref()
+        .is_some_and(|v| v.starts_with("audit.k8s.io/"));
+    if audit && matches!(probe.kind.as_deref(), Some("Event" | "EventList")) {
+        TraceFormat::AuditEvents
+    } else if probe
+        .target
+        .as_deref()
+        .is_some_and(|t| t.starts_with("kube_apf_proxy"))
+    {
+        // The proxy's JSON log: its access events, among its other events.
+        TraceFormat::AccessLog
+    } else {
+        TraceFormat::TraceLines
+    }
+}
+
+/// Parses an RFC 3339 timestamp (`2026-11-24T10:00:00.123456Z`) as time since the UNIX epoch.
+pub(crate) fn parse_timestamp(value: &str) -> Result<Duration, String> {
+    let t = time::OffsetDateTime::parse(value, &time::format_description::well_known::Rfc3339)
+        .map_err(|e| format!("timestamp {value:?}: {e}"))?;
+    let nanos = t.unix_timestamp_nanos();
+    u64::try_from(nanos)
+        .map(Duration::from_nanos)
+        .map_err(|_| format!("timestamp {value:?} is before 1970"))
+}
+
+mod access;
+mod audit;
+mod lines;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,425 @@
+//! `kube-apf-proxy simulate`: replay a recorded workload through flow control in virtual time
+//! ([`crate::simulate`]) and report what it would have done — a text table, one JSON object,
+//! and optionally a self-contained HTML page with charts.
+//!
+//! Exit 0 when the replay ran (malformed trace lines are reported on standard error and skipped),
+//! 1 when `--strict` met a malformed line, 2 when a file or configuration cannot be read.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::simulate::record::{LevelReport, SimReport};
+use crate::simulate::trace::{TraceError, TraceEvent, TraceOptions, TraceReader};
+use crate::simulate::{simulate, SimOptions};
+
+use super::lint::Output;
+
+/// How often each level is sampled for the HTML report's charts.
+const TIMELINE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The most malformed lines reported one by one on standard error; the rest are only counted.
+const REPORTED_LINE_ERRORS: u64 = 20;
+
+/// What `simulate` was asked to do.
+#[derive(Debug, Clone)]
+pub struct SimulateArgs {
+    /// The configuration (the embedded default without it).
+    pub config_dir: Option<PathBuf>,
+    /// The trace file, or `-` for standard input.
+    pub trace: String,
+    /// A second configuration replayed over the same trace.
+    pub compare_config_dir: Option<PathBuf>,
+    /// Server limits, timeout, object counts.
+    pub options: SimOptions,
+    /// Replay only requests that arrived this long after the trace's first one, or later.
+    pub from: Option<Duration>,
+    /// ... and no later than this after it.
+    pub until: Option<Duration>,
+    /// How far out of order a trace's arrivals may be (`None`: the request timeout + 5 s).
+    pub reorder_window: Option<Duration>,
+    /// Stop at the first malformed line.
+    pub strict: bool,
+    /// Text or JSON on standard output.
+    pub output: Output,
+    /// Also write the HTML report here.
+    pub report: Option<PathBuf>,
+}
+
+/// Runs the command.
+pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
+    let baseline = load(args.config_dir.as_deref())?;
+    let candidate = args
+        .compare_config_dir
+        .as_deref()
+        .map(|dir| load(Some(dir)))
+        .transpose()?;
+    let input: Box<dyn BufRead> = if args.trace == "-" {
+        Box::new(BufReader::new(io::stdin().lock()))
+    } else {
+        let file = File::open(&args.trace).with_context(|| format!("open {}", args.trace))?;
+        Box::new(BufReader::with_capacity(1 << 16, file))
+    };
+    let trace_options = TraceOptions {
+        reorder_window: args
+            .reorder_window
+            .unwrap_or(args.options.request_timeout + Duration::from_secs(5)),
+        strict: args.strict,
+    };
+    let mut reader = TraceReader::new(input, trace_options);
+    let mut options = args.options.clone();
+    if args.report.is_some() {
+        options.timeline_interval = Some(TIMELINE_INTERVAL);
+    }
+    let mut configs = vec![&baseline];
+    configs.extend(candidate.as_ref());
+    let mut errors = LineErrors::default();
+    let events = Window::new(
+        std::iter::from_fn(|| next_event(&mut reader, args.strict, &mut errors)),
+        args.from,
+        args.until,
+    );
+    let mut reports = simulate(events, &configs, &options)?;
+    if let Some(error) = errors.fatal.take() {
+        return Err(error).context(format!("read {}", args.trace));
+    }
+    let skipped = errors.count;
+    for report in &mut reports {
+        report.skipped = skipped;
+    }
+    if skipped > REPORTED_LINE_ERRORS {
+        eprintln!("simulate: {skipped} malformed lines skipped in all");
+    }
+    let labels = label_runs(args, &reports);
+    write_output(
+        &labels,
+        args.output,
+        &mut BufWriter::new(io::stdout().lock()),
+    )?;
+    if let Some(path) = &args.report {
+        let file = File::create(path).with_context(|| format!("create {}", path.display()))?;
+        let mut out = BufWriter::new(file);
+        crate::simulate::html::write_report(&labels, &args.trace, &mut out)
+            .and_then(|()| out.flush())
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    if errors.strict_stop {
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load(dir: Option<&Path>) -> anyhow::Result<Config> {
+    let loaded = match dir {
+        Some(dir) => crate::config::load_dir(dir),
+        None => crate::config::load_bootstrap(),
+    };
+    let name = dir.map_or("the embedded configuration".to_string(), |d| {
+        d.display().to_string()
+    });
+    loaded
+        .map(|l| l.config)
+        .map_err(|e| anyhow::anyhow!("{name}: {e}"))
+}
+
+fn label_runs<'a>(args: &SimulateArgs, reports: &'a [SimReport]) -> Vec<(&'a str, &'a SimReport)> {
+    match (args.compare_config_dir.is_some(), reports) {
+        (true, [baseline, candidate]) => vec![("baseline", baseline), ("candidate", candidate)],
+        _ => reports.iter().map(|r| ("simulated", r)).collect(),
+    }
+}
+
+#[derive(Debug, Default)]
+struct LineErrors {
+    count: u64,
+    strict_stop: bool,
+    fatal: Option<io::Error>,
+}
+
+/// The next event of the trace; malformed lines are reported and skipped (or end the replay
+/// under `--strict`), a read error ends it and is kept for the caller.
+fn next_event<R: BufRead>(
+    reader: &mut TraceReader<R>,
+    strict: bool,
+    errors: &mut LineErrors,
+) -> Option<TraceEvent> {
+    loop {
+        match reader.next()? {
+            Ok(event) => return Some(event),
+            Err(TraceError::Line(error)) => {
+                errors.count += 1;
+                if errors.count <= REPORTED_LINE_ERRORS || strict {
+                    eprintln!("simulate: {error}");
+                }
+                if strict {
+                    errors.strict_stop = true;
+                    return None;
+                }
+            }
+            Err(TraceError::Io(error)) => {
+                errors.fatal = Some(error);
+                return None;
+            }
+        }
+    }
+}
+
+/// Keeps the requests that arrived within `[from, until]` of the trace's first arrival.
+struct Window<I> {
+    inner: I,
+    from: Option<Duration>,
+    until: Option<Duration>,
+    first: Option<Duration>,
+}
+
+impl<I> Window<I> {
+    fn new(inner: I, from: Option<Duration>, until: Option<Duration>) -> Self {
+        Window {
+            inner,
+            from,
+            until,
+            first: None,
+        }
+    }
+}
+
+impl<I: Iterator<Item = TraceEvent>> Iterator for Window<I> {
+    type Item = TraceEvent;
+
+    fn next(&mut self) -> Option<TraceEvent> {
+        loop {
+            let event = self.inner.next()?;
+            let TraceEvent::Request(request) = &event else {
+                return Some(event);
+            };
+            let first = *self.first.get_or_insert(request.arrival);
+            let offset = request.arrival.saturating_sub(first);
+            if self.until.is_some_and(|until| offset > until) {
+                return None;
+            }
+            if self.from.is_none_or(|from| offset >= from) {
+                return Some(event);
+            }
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Comparison<'a> {
+    baseline: &'a SimReport,
+    candidate: &'a SimReport,
+}
+
+/// Writes the reports: one JSON object (`{"baseline":..,"candidate":..}` when comparing) or the
+/// text tables.
+pub fn write_output(
+    runs: &[(&str, &SimReport)],
+    output: Output,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    match (output, runs) {
+        (Output::Json, [(_, baseline), (_, candidate)]) => {
+            serde_json::to_writer(
+                &mut *out,
+                &Comparison {
+                    baseline,
+                    candidate,
+                },
+            )?;
+            writeln!(out)?;
+        }
+        (Output::Json, runs) => {
+            for (_, report) in runs {
+                serde_json::to_writer(&mut *out, report)?;
+                writeln!(out)?;
+            }
+        }
+        (Output::Text, runs) => {
+            for (label, report) in runs {
+                if runs.len() > 1 {
+                    writeln!(out, "== {label}")?;
+                }
+                write_text(report, out)?;
+            }
+            if let [(_, baseline), (_, candidate)] = runs {
+                write_differences(baseline, candidate, out)?;
+            }
+        }
+    }
+    out.flush()
+}
+
+fn write_text(report: &SimReport, out: &mut impl Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "{} requests over {:.1} s ({} bypassing flow control, {} arrived late, {} lines skipped); \
+         server concurrency limit {}",
+        report.requests,
+        report.duration_seconds,
+        report.bypassed,
+        report.late,
+        report.skipped,
+        report.server_concurrency_limit
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<28} {:>5} {:>9} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6}",
+        "PRIORITY LEVEL",
+        "SEATS",
+        "ARRIVALS",
+        "DISPATCHED",
+        "QUEUE-FULL",
+        "CONC-LIMIT",
+        "TIME-OUT",
+        "WAIT-P50",
+        "WAIT-P90",
+        "WAIT-P99",
+        "WAIT-MAX",
+        "PEAK"
+    )?;
+    for level in &report.priority_levels {
+        let seats = if level.exempt {
+            "-".to_string()
+        } else {
+            level.nominal_limit.to_string()
+        };
+        writeln!(
+            out,
+            "{:<28} {:>5} {:>9} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6}",
+            level.name,
+            seats,
+            level.arrivals,
+            level.dispatched,
+            level.rejected.queue_full,
+            level.rejected.concurrency_limit,
+            level.rejected.time_out,
+            secs(level.wait_seconds.p50),
+            secs(level.wait_seconds.p90),
+            secs(level.wait_seconds.p99),
+            secs(level.wait_seconds.max),
+            level.max_seats_in_use
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<40} {:<28} {:>9} {:>10} {:>9}",
+        "FLOW SCHEMA", "PRIORITY LEVEL", "ARRIVALS", "DISPATCHED", "REJECTED"
+    )?;
+    for schema in &report.flow_schemas {
+        writeln!(
+            out,
+            "{:<40} {:<28} {:>9} {:>10} {:>9}",
+            schema.name,
+            schema.priority_level,
+            schema.arrivals,
+            schema.dispatched,
+            schema.rejected.total()
+        )?;
+    }
+    let rejected: Vec<&LevelReport> = report
+        .priority_levels
+        .iter()
+        .filter(|l| !l.top_flows.is_empty())
+        .collect();
+    if !rejected.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "Flows rejected most:")?;
+        for level in rejected {
+            for flow in &level.top_flows {
+                let distinguisher = if flow.flow_distinguisher.is_empty() {
+                    String::new()
+                } else {
+                    format!(" / {}", flow.flow_distinguisher)
+                };
+                writeln!(
+                    out,
+                    "  {}: {}{}: {}",
+                    level.name, flow.flow_schema, distinguisher, flow.rejected
+                )?;
+            }
+        }
+    }
+    writeln!(out)
+}
+
+fn write_differences(
+    baseline: &SimReport,
+    candidate: &SimReport,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    writeln!(out, "== baseline → candidate")?;
+    writeln!(
+        out,
+        "{:<28} {:>21} {:>21} {:>21}",
+        "PRIORITY LEVEL", "DISPATCHED", "REJECTED", "WAIT-P99"
+    )?;
+    let mut names: Vec<&str> = baseline
+        .priority_levels
+        .iter()
+        .chain(&candidate.priority_levels)
+        .map(|l| l.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let find =
+        |r: &'_ SimReport, name: &str| r.priority_levels.iter().find(|l| l.name == name).cloned();
+    for name in names {
+        let (b, c) = (find(baseline, name), find(candidate, name));
+        let count = |l: &Option<LevelReport>, f: fn(&LevelReport) -> u64| {
+            l.as_ref().map_or("-".to_string(), |l| f(l).to_string())
+        };
+        let wait = |l: &Option<LevelReport>| {
+            l.as_ref()
+                .map_or("-".to_string(), |l| secs(l.wait_seconds.p99))
+        };
+        writeln!(
+            out,
+            "{:<28} {:>21} {:>21} {:>21}",
+            name,
+            format!(
+                "{} → {}",
+                count(&b, |l| l.dispatched),
+                count(&c, |l| l.dispatched)
+            ),
+            format!(
+                "{} → {}",
+                count(&b, |l| l.rejected.total()),
+                count(&c, |l| l.rejected.total())
+            ),
+            format!("{} → {}", wait(&b), wait(&c)),
+        )?;
+    }
+    writeln!(out)
+}
+
+fn secs(s: f64) -> String {
+    if s == 0.0 {
+        "0".to_string()
+    } else if s < 1.0 {
+        format!("{:.0}ms", s * 1e3)
+    } else {
+        format!("{s:.2}s")
+    }
+}
+
+/// Reads `--object-counts`: a YAML or JSON map from resource (`pods`, `deployments.apps`) to the
+/// number of stored objects, as the apiserver's `apiserver_storage_objects` gives them.
+pub fn read_object_counts(path: &Path) -> anyhow::Result<Vec<(String, u64)>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    let counts: std::collections::BTreeMap<String, u64> = serde_yaml::from_str(&text)
+        .with_context(|| {
+            format!(
+                "{}: expected a map from resource to object count, e.g. `pods: 5000`",
+                path.display()
+            )
+        })?;
+    Ok(counts.into_iter().collect())
+}

@@ -1,0 +1,56 @@
+//! Plain trace lines: a `classify --requests` line plus `at` (seconds from any origin) and
+//! `durationMs`, for synthetic workloads and tests. A watch (`?watch=true`) may give
+//! `firstByteMs`, the time until it was initialised (0 without it).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{Parsed, TraceEvent, TraceRequest};
+use crate::cli::classify::{identity_of, request_target};
+use crate::cli::ClassifyInput;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Line {
+    at: f64,
+    duration_ms: f64,
+    #[serde(default)]
+    first_byte_ms: Option<f64>,
+    #[serde(flatten)]
+    request: ClassifyInput,
+}
+
+fn seconds(value: f64, name: &str) -> Result<Duration, String> {
+    Duration::try_from_secs_f64(value).map_err(|_| format!("{name}: {value} is not a time"))
+}
+
+pub(super) fn parse_line(line: &[u8], number: u64) -> Result<Parsed, String> {
+    let l: Line = serde_json::from_slice(line).map_err(|e| format!("not a trace line: {e}"))?;
+    let arrival = seconds(l.at, "at")?;
+    let duration = seconds(l.duration_ms / 1e3, "durationMs")?;
+    let first_byte = l
+        .first_byte_ms
+        .map(|ms| seconds(ms / 1e3, "firstByteMs"))
+        .transpose()?;
+    let method: http::Method = l
+        .request
+        .method
+        .parse()
+        .map_err(|e| format!("method: {e}"))?;
+    let request = TraceRequest {
+        line: number,
+        key: number.to_string(),
+        arrival,
+        duration: Some(duration),
+        first_byte,
+        method,
+        uri: request_target(&l.request.url).to_string(),
+        identity: identity_of(&l.request),
+        status: None,
+    };
+    Ok(Parsed::Events(
+        vec![TraceEvent::Request(request)],
+        arrival + duration,
+    ))
+}

@@ -1,0 +1,253 @@
+//! Trace readers: every field used, every stage, missing fields, malformed lines, reordering.
+
+use std::io::Cursor;
+use std::time::Duration;
+
+use super::*;
+
+const FIXTURE: &str = include_str!("../../../tests/fixtures/audit/kube-apiserver-audit.log");
+
+fn reader(text: &str, window: Duration) -> TraceReader<Cursor<Vec<u8>>> {
+    let options = TraceOptions {
+        reorder_window: window,
+        strict: false,
+    };
+    TraceReader::new(Cursor::new(text.as_bytes().to_vec()), options)
+}
+
+fn read_all(text: &str, window: Duration) -> (Vec<TraceEvent>, Vec<TraceLineError>, TraceStats) {
+    let mut r = reader(text, window);
+    let (mut events, mut errors) = (Vec::new(), Vec::new());
+    for item in &mut r {
+        match item {
+            Ok(e) => events.push(e),
+            Err(TraceError::Line(e)) => errors.push(e),
+            Err(TraceError::Io(e)) => panic!("{e}"),
+        }
+    }
+    (events, errors, r.stats())
+}
+
+fn requests(events: &[TraceEvent]) -> Vec<&TraceRequest> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            TraceEvent::Request(r) => Some(r),
+            TraceEvent::Ended { .. } => None,
+        })
+        .collect()
+}
+
+/// 2026-11-24T10:00:00Z since the epoch, plus `micros`.
+fn at(micros: u64) -> Duration {
+    Duration::from_secs(1_795_514_400) + Duration::from_micros(micros)
+}
+
+#[test]
+fn audit_events_give_requests_in_arrival_order_with_every_field() {
+    let (events, errors, stats) = read_all(FIXTURE, Duration::from_secs(65));
+    assert!(errors.is_empty(), "{errors:?}");
+    let r = requests(&events);
+    let keys: Vec<&str> = r.iter().map(|r| r.key.as_str()).collect();
+    // a2 (a list) completes after a3 arrived: it comes out first all the same.
+    assert_eq!(keys, ["a1", "a2", "a3", "w1", "r1", "i1", "n1"]);
+    let a1 = r[0];
+    assert_eq!(a1.arrival, at(100));
+    assert_eq!(a1.duration, Some(Duration::from_millis(12)));
+    assert_eq!(a1.first_byte, None);
+    assert_eq!(a1.method, http::Method::GET);
+    assert_eq!(a1.uri, "/api/v1/namespaces/default/pods/web-1");
+    assert_eq!(a1.identity.user, "system:node:node-1");
+    assert_eq!(a1.identity.uid, "uid-node-1");
+    assert_eq!(a1.identity.groups, ["system:nodes", "system:authenticated"]);
+    assert_eq!(a1.status, Some(200));
+    assert_eq!(a1.line, 2);
+    assert_eq!(
+        r[1].uri,
+        "/apis/apps/v1/replicasets?limit=500&resourceVersion=0"
+    );
+    assert_eq!(r[1].duration, Some(Duration::from_millis(250)));
+    // The watch: replayed from ResponseStarted, open ended, then ended by ResponseComplete.
+    let w1 = r[3];
+    assert_eq!(w1.duration, None);
+    assert_eq!(w1.first_byte, Some(Duration::from_micros(1500)));
+    assert!(events.contains(&TraceEvent::Ended {
+        key: "w1".to_string(),
+        at: at(300_300_000),
+    }));
+    assert_eq!(r[4].status, Some(429));
+    assert_eq!(r[4].method, http::Method::POST);
+    // Impersonation: the impersonated user is classified, with its groups and extra as given.
+    let i1 = r[5];
+    assert_eq!(i1.identity.user, "alice");
+    assert_eq!(i1.identity.groups, ["dev"]);
+    assert_eq!(i1.identity.extra["scopes"], ["x"]);
+    assert_eq!(i1.method, http::Method::PATCH);
+    assert_eq!(r[6].uri, "/healthz");
+    assert_eq!(r[6].identity.user, "system:anonymous");
+    assert_eq!(stats.requests, 7);
+    assert_eq!(stats.ignored, 2, "the RequestReceived stages");
+    assert_eq!(stats.late, 0);
+}
+
+#[test]
+fn the_format_is_detected_from_the_first_line() {
+    let mut audit = reader(FIXTURE, Duration::ZERO);
+    let _ = audit.next();
+    assert_eq!(audit.format(), Some(TraceFormat::AuditEvents));
+    let line = r#"{"at":0.5,"durationMs":20,"method":"GET","url":"/api/v1/pods","user":"alice"}"#;
+    let mut lines = reader(line, Duration::ZERO);
+    let _ = lines.next();
+    assert_eq!(lines.format(), Some(TraceFormat::TraceLines));
+    let access = r#"{"timestamp":"2026-11-24T10:00:00.100Z","level":"DEBUG","message":"Request","method":"GET","user":"alice","groups":"[\"dev\",\"system:authenticated\"]","uri":"/api/v1/namespaces/ns/pods?limit=5","received":"2026-11-24T10:00:00.050000000Z","verb":"list","flow_schema":"global-default","priority_level":"global-default","queue_wait_ms":20.0,"status":200,"duration_ms":50.0,"target":"kube_apf_proxy::access"}"#;
+    let mut log = reader(access, Duration::ZERO);
+    let Some(Ok(TraceEvent::Request(r))) = log.next() else {
+        panic!("one request");
+    };
+    assert_eq!(log.format(), Some(TraceFormat::AccessLog));
+    assert_eq!(r.arrival, at(50_000));
+    // The access log knows the queue wait: what is replayed is the execution alone.
+    assert_eq!(r.duration, Some(Duration::from_millis(30)));
+    assert_eq!(r.uri, "/api/v1/namespaces/ns/pods?limit=5");
+    assert_eq!(r.identity.groups, ["dev", "system:authenticated"]);
+}
+
+#[test]
+fn access_log_lines_that_never_reached_flow_control_and_other_events_are_skipped() {
+    let text = concat!(
+        r#"{"timestamp":"2026-11-24T10:00:00Z","level":"INFO","message":"Serving","target":"kube_apf_proxy::app"}"#,
+        "\n",
+        r#"{"target":"kube_apf_proxy::access","method":"GET","user":"","uri":"/api","received":"2026-11-24T10:00:00Z","flow_schema":"","status":401,"duration_ms":1.0}"#,
+        "\n",
+    );
+    let (events, errors, stats) = read_all(text, Duration::ZERO);
+    assert!(events.is_empty() && errors.is_empty());
+    assert_eq!(stats.ignored, 2);
+}
+
+#[test]
+fn trace_lines_carry_at_duration_and_the_classify_identity() {
+    let text = concat!(
+        r#"{"at":1.5,"durationMs":40,"method":"GET","url":"https://kube:6443/api/v1/pods?watch=1","user":"bob","groups":["dev"],"firstByteMs":3}"#,
+        "\n",
+        r#"{"at":0.25,"durationMs":10,"method":"POST","url":"/api/v1/namespaces/a/pods"}"#,
+        "\n",
+    );
+    let (events, errors, _) = read_all(text, Duration::from_secs(5));
+    assert!(errors.is_empty(), "{errors:?}");
+    let r = requests(&events);
+    // Reordered: 0.25 s comes before 1.5 s.
+    assert_eq!(r[0].arrival, Duration::from_millis(250));
+    assert_eq!(r[0].identity.user, "system:anonymous");
+    assert_eq!(r[1].uri, "/api/v1/pods?watch=1");
+    assert_eq!(r[1].first_byte, Some(Duration::from_millis(3)));
+    assert_eq!(r[1].duration, Some(Duration::from_millis(40)));
+    assert_eq!(r[1].identity.groups, ["dev", "system:authenticated"]);
+}
+
+#[test]
+fn malformed_lines_are_reported_with_their_number_and_skipped() {
+    let good = r#"{"at":0,"durationMs":1,"method":"GET","url":"/api"}"#;
+    let text = format!(
+        "{good}\nnot json\n\n{{\"at\":-1,\"durationMs\":1,\"method\":\"GET\",\"url\":\"/\"}}\n{}\n{good}\n",
+        "x".repeat(MAX_LINE_BYTES + 10)
+    );
+    let (events, errors, stats) = read_all(&text, Duration::ZERO);
+    assert_eq!(events.len(), 2);
+    let lines: Vec<u64> = errors.iter().map(|e| e.line).collect();
+    assert_eq!(lines, [2, 4, 5]);
+    assert!(errors[1].message.contains("at"), "{}", errors[1].message);
+    assert!(
+        errors[2].message.contains("longer than"),
+        "{}",
+        errors[2].message
+    );
+    assert_eq!(stats.malformed, 3);
+}
+
+#[test]
+fn audit_events_without_a_field_name_it() {
+    let cases = [
+        ("stage", "stage"),
+        ("auditID", "auditID"),
+        ("stageTimestamp", "stageTimestamp"),
+        ("requestReceivedTimestamp", "requestReceivedTimestamp"),
+        ("requestURI", "requestURI"),
+        ("verb", "verb"),
+        ("user", "user"),
+    ];
+    let line = FIXTURE.lines().nth(1).expect("a line");
+    for (field, named) in cases {
+        let mut event: serde_json::Value = serde_json::from_str(line).expect("json");
+        event.as_object_mut().expect("object").remove(field);
+        let (events, errors, _) = read_all(&event.to_string(), Duration::ZERO);
+        assert!(events.is_empty(), "{field}");
+        assert!(
+            errors[0].message.contains(named),
+            "{field}: {}",
+            errors[0].message
+        );
+    }
+    let bad_time = line.replace("2026-11-24T10:00:00.012100Z", "yesterday");
+    let (_, errors, _) = read_all(&bad_time, Duration::ZERO);
+    assert!(
+        errors[0].message.contains("timestamp"),
+        "{}",
+        errors[0].message
+    );
+    let bad_stage = line.replace("ResponseComplete", "Sometime");
+    let (_, errors, _) = read_all(&bad_stage, Duration::ZERO);
+    assert!(errors[0].message.contains("Sometime"));
+    let wrong_kind = FIXTURE
+        .lines()
+        .next()
+        .expect("line")
+        .replacen("\"Event\"", "\"Pod\"", 1);
+    // The first line decides the format: a Pod is not an audit log, so it is read as a trace line.
+    let (_, errors, _) = read_all(&format!("{line}\n{wrong_kind}\n"), Duration::ZERO);
+    assert!(errors[0].message.contains("Pod"), "{}", errors[0].message);
+}
+
+#[test]
+fn an_event_list_line_is_read_item_by_item() {
+    let items: Vec<serde_json::Value> = FIXTURE
+        .lines()
+        .take(4)
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    let list =
+        serde_json::json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": items});
+    let (events, errors, _) = read_all(&list.to_string(), Duration::ZERO);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(requests(&events).len(), 3);
+}
+
+#[test]
+fn an_arrival_further_out_of_order_than_the_window_is_yielded_and_counted_late() {
+    let text = concat!(
+        r#"{"at":10,"durationMs":1,"method":"GET","url":"/api"}"#,
+        "\n",
+        r#"{"at":20,"durationMs":1,"method":"GET","url":"/api"}"#,
+        "\n",
+        r#"{"at":5,"durationMs":1,"method":"GET","url":"/api"}"#,
+        "\n",
+    );
+    let (events, _, stats) = read_all(text, Duration::from_secs(1));
+    assert_eq!(requests(&events).len(), 3);
+    assert_eq!(stats.late, 1);
+}
+
+#[test]
+fn strict_stops_at_the_first_malformed_line() {
+    let text = "{\"at\":0,\"durationMs\":1,\"method\":\"GET\",\"url\":\"/api\"}\nbad\n{\"at\":1,\"durationMs\":1,\"method\":\"GET\",\"url\":\"/api\"}\n";
+    let options = TraceOptions {
+        reorder_window: Duration::from_secs(60),
+        strict: true,
+    };
+    let items: Vec<_> = TraceReader::new(Cursor::new(text.as_bytes().to_vec()), options).collect();
+    assert_eq!(items.len(), 1);
+    assert!(matches!(
+        items[0],
+        Err(TraceError::Line(TraceLineError { line: 2, .. }))
+    ));
+}
