@@ -584,10 +584,8 @@ async fn soak() {
     println!("|---|---|");
     println!("| watches opened / refused or failed / cut by the restart or GOAWAY | {opened} / {failed} / {cut} |");
     println!(
-        "| GETs: 2xx / other status / transport errors (**lost**) | {} / {} / **{}** |",
-        gets.ok,
-        gets.rejected + gets.other,
-        gets.errors
+        "| GETs: 2xx / 429 / other status / transport errors (**lost**) | {} / {} / {} / **{}** |",
+        gets.ok, gets.rejected, gets.other, gets.errors
     );
     println!(
         "| GET p50 / p99 through it all | {} / {} ms |",
@@ -607,9 +605,28 @@ async fn soak() {
         metric_sum(&text, "apiserver_flowcontrol_current_inqueue_requests{")
     );
     println!(
-        "| RSS at rest → at the end (peak) | {:.1} → {:.1} MiB ({:.1} MiB) |",
+        "| at the end: client connections open / upstream connections (h2, http/1.1) | {} / {}, {} |",
+        metric_sum(&text, "apf_proxy_open_connections"),
+        metric_sum(&text, "apf_proxy_upstream_connections{protocol=\"h2\"}"),
+        metric_sum(&text, "apf_proxy_upstream_connections{protocol=\"http/1.1\"}")
+    );
+    let cpu_before = cpu_seconds(proxy.0.id());
+    let mut rss_trail = Vec::new();
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        rss_trail.push(format!("{:.1}", proxy.memory_kib().1 as f64 / 1024.0));
+    }
+    let idle_cpu = cpu_seconds(proxy.0.id()) - cpu_before;
+    let (_, later_rss) = proxy.memory_kib();
+    println!(
+        "| idle for 30 s after: CPU seconds / RSS every 5 s (MiB) | {idle_cpu:.2} / {} |",
+        rss_trail.join(", ")
+    );
+    println!(
+        "| RSS at rest → at the end → 30 s later (peak) | {:.1} → {:.1} → {:.1} MiB ({:.1} MiB) |",
         rest_rss as f64 / 1024.0,
         end_rss as f64 / 1024.0,
+        later_rss as f64 / 1024.0,
         peak as f64 / 1024.0
     );
 }

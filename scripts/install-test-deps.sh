@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the external programs the end-to-end tests use, from Debian's packages: prometheus (for
-# tests/prometheus_scrape.rs) and nginx-light (the comparison proxy of the load harness).
+# tests/prometheus_scrape.rs), nginx-light (the comparison proxy of the load harness) and
+# chromium-headless-shell (renders `simulate --report` in tests/cli_simulate.rs).
 # Idempotent: installs only what is missing, quietly when everything is there. Needs root for
 # apt-get; as another user it prints what to install and exits 0 (those tests then skip).
 # Debian's prometheus package registers a service; nothing is started here (and in containers
@@ -10,6 +11,7 @@ set -euo pipefail
 need=()
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 { command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; } || need+=(nginx-light)
+command -v chromium-headless-shell >/dev/null 2>&1 || need+=(chromium-headless-shell)
 
 if [ "${#need[@]}" -eq 0 ]; then
   exit 0

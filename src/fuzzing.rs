@@ -83,3 +83,46 @@ pub fn h2_frames(bytes: &[u8], split: usize) {
         "the events depend on where the bytes were split"
     );
 }
+
+/// Reads `bytes` as a trace (audit events, access log or trace lines, detected by content) and
+/// replays what it yields through the bootstrap configuration. Invariants: nothing panics, every
+/// line is either yielded, reported as malformed or ignored, and the replay counts every request.
+pub fn trace(bytes: &[u8]) {
+    use crate::simulate::trace::{TraceEvent, TraceOptions, TraceReader};
+    let options = TraceOptions {
+        reorder_window: std::time::Duration::from_secs(65),
+        strict: false,
+    };
+    let mut reader = TraceReader::new(std::io::Cursor::new(bytes), options);
+    let events: Vec<TraceEvent> = (&mut reader).flatten().collect();
+    let stats = reader.stats();
+    let requests = events
+        .iter()
+        .filter(|e| matches!(e, TraceEvent::Request(_)))
+        .count() as u64;
+    assert_eq!(requests, stats.requests, "every request read is yielded");
+    // Replays only small traces within an hour: virtual time still visits every 10 s borrowing
+    // tick between two arrivals, so a fuzzed gap of centuries would only measure patience.
+    let times = events.iter().map(|e| match e {
+        TraceEvent::Request(r) => r.arrival,
+        TraceEvent::Ended { at, .. } => *at,
+    });
+    let span = times
+        .clone()
+        .max()
+        .zip(times.min())
+        .map_or(std::time::Duration::ZERO, |(max, min)| max - min);
+    let long = events.iter().any(|e| {
+        matches!(e, TraceEvent::Request(r) if r.duration.or(r.first_byte).unwrap_or_default() > std::time::Duration::from_secs(3600))
+    });
+    if requests <= 64 && span <= std::time::Duration::from_secs(3600) && !long {
+        let config = crate::config::bootstrap();
+        let report = crate::simulate::simulate(
+            events.into_iter(),
+            &[&config],
+            &crate::simulate::SimOptions::default(),
+        )
+        .expect("the bootstrap configuration simulates");
+        assert_eq!(report[0].requests, requests, "every request is replayed");
+    }
+}

@@ -122,15 +122,19 @@ fn one(
     let verb = required(event.verb, "verb")?;
     let method = method_of(&verb)?;
     // The apiserver classifies after impersonation: the impersonated user is the one that counts.
+    // Its filter adds `system:authenticated` to an impersonated user's groups as the authenticators
+    // do for the caller's, so the same rule applies to both (a no-op where it is recorded).
     let user = event
         .impersonated_user
         .or(event.user)
         .ok_or("audit event without user")?;
     let identity = Identity {
-        user: user.username.into_owned(),
-        uid: user.uid.into_owned(),
-        groups: user.groups,
         extra: user.extra,
+        ..Identity::authenticated(
+            user.username.into_owned(),
+            user.uid.into_owned(),
+            user.groups,
+        )
     };
     let elapsed = written.saturating_sub(received);
     let (duration, first_byte) = if started {

@@ -77,10 +77,11 @@ fn audit_events_give_requests_in_arrival_order_with_every_field() {
     }));
     assert_eq!(r[4].status, Some(429));
     assert_eq!(r[4].method, http::Method::POST);
-    // Impersonation: the impersonated user is classified, with its groups and extra as given.
+    // Impersonation: the impersonated user is classified, with its groups (and the
+    // `system:authenticated` the apiserver's impersonation filter adds) and extra.
     let i1 = r[5];
     assert_eq!(i1.identity.user, "alice");
-    assert_eq!(i1.identity.groups, ["dev"]);
+    assert_eq!(i1.identity.groups, ["dev", "system:authenticated"]);
     assert_eq!(i1.identity.extra["scopes"], ["x"]);
     assert_eq!(i1.method, http::Method::PATCH);
     assert_eq!(r[6].uri, "/healthz");

@@ -1,0 +1,225 @@
+//! `simulate` run as the built binary: an audit log in, the tables, the JSON report, the
+//! comparison, the exit codes, and the HTML report rendered by a real headless browser when the
+//! set-up script installed one.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn run(args: &[&str], stdin: Option<&str>) -> (Option<i32>, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kube-apf-proxy"))
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    if let Some(input) = stdin {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+    }
+    let out = child.wait_with_output().expect("output");
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).expect("utf-8"),
+        String::from_utf8(out.stderr).expect("utf-8"),
+    )
+}
+
+fn audit_log() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/audit/kube-apiserver-audit.log")
+        .display()
+        .to_string()
+}
+
+/// One level of one seat (beside a big one that lends nothing) and no queue for everyone: a
+/// small trace overloads it.
+const ONE_SEAT: &str = "apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: big}
+spec:
+  type: Limited
+  limited: {nominalConcurrencyShares: 599, lendablePercent: 0, limitResponse: {type: Reject}}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: narrow}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 1
+    lendablePercent: 0
+    borrowingLimitPercent: 0
+    limitResponse: {type: Reject}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: everyone}
+spec:
+  priorityLevelConfiguration: {name: narrow}
+  matchingPrecedence: 100
+  rules:
+  - subjects: [{kind: Group, group: {name: system:authenticated}}]
+    resourceRules: [{verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true}]
+";
+
+fn config_dir(yaml: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("flowcontrol.yaml"), yaml).expect("write");
+    let path = dir.path().to_path_buf();
+    (dir, path)
+}
+
+/// Ten one-second GETs from alice, all at once.
+fn burst() -> String {
+    (0..10)
+        .map(|_| {
+            "{\"at\":0,\"durationMs\":1000,\"method\":\"GET\",\"url\":\"/api/v1/namespaces/a/pods/p\",\"user\":\"alice\"}\n"
+        })
+        .collect()
+}
+
+#[test]
+fn an_audit_log_against_the_default_configuration_gives_the_tables() {
+    let (code, out, err) = run(&["simulate", "--trace", &audit_log()], None);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("7 requests over 300.3 s"), "{out}");
+    for heading in ["PRIORITY LEVEL", "FLOW SCHEMA", "WAIT-P99"] {
+        assert!(out.contains(heading), "{heading}: {out}");
+    }
+    // The kubelet's GETs go to system (system-nodes), the controller's to workload-high.
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name}: {out}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(line("system-nodes")[2], "2", "{out}");
+    assert_eq!(line("kube-system-service-accounts")[2], "3", "{out}");
+}
+
+#[test]
+fn json_and_a_comparison_from_standard_input() {
+    let (_keep, narrow) = config_dir(ONE_SEAT);
+    let narrow = narrow.display().to_string();
+    let args = [
+        "simulate",
+        "--trace",
+        "-",
+        "--compare-config-dir",
+        &narrow,
+        "--output",
+        "json",
+    ];
+    let (code, out, err) = run(&args, Some(&burst()));
+    assert_eq!(code, Some(0), "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
+    let level = |run: &str, name: &str| {
+        report[run]["priorityLevels"]
+            .as_array()
+            .expect("levels")
+            .iter()
+            .find(|l| l["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{run}/{name}: {out}"))
+    };
+    assert_eq!(report["baseline"]["requests"], 10);
+    assert_eq!(level("baseline", "global-default")["dispatched"], 10);
+    let narrow = level("candidate", "narrow");
+    assert_eq!(narrow["arrivals"], 10);
+    assert_eq!(narrow["dispatched"], 1);
+    assert_eq!(narrow["rejected"]["concurrency-limit"], 9);
+    assert_eq!(narrow["topFlows"][0]["flowSchema"], "everyone");
+    let schemas = report["candidate"]["flowSchemas"]
+        .as_array()
+        .expect("schemas");
+    assert!(schemas
+        .iter()
+        .any(|s| s["name"] == "everyone" && s["rejected"]["concurrency-limit"] == 9));
+    // The text form ends with the differences.
+    let text_args = ["simulate", "--trace", "-", "--compare-config-dir", args[4]];
+    let (code, out, _) = run(&text_args, Some(&burst()));
+    assert_eq!(code, Some(0));
+    assert!(out.contains("== baseline → candidate"), "{out}");
+}
+
+#[test]
+fn malformed_lines_are_skipped_with_their_number_or_fatal_under_strict() {
+    let trace = format!("{}not json\n", burst());
+    let (code, out, err) = run(
+        &["simulate", "--trace", "-", "--output", "json"],
+        Some(&trace),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("line 11"), "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(report["skipped"], 1);
+    assert_eq!(report["requests"], 10);
+    let (code, _, err) = run(&["simulate", "--trace", "-", "--strict"], Some(&trace));
+    assert_eq!(code, Some(1), "{err}");
+    let (code, _, err) = run(&["simulate", "--trace", "/nonexistent/trace.log"], None);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("/nonexistent/trace.log"), "{err}");
+}
+
+#[test]
+fn the_html_report_is_written_and_renders() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = dir.path().join("report.html");
+    let report_arg = report.display().to_string();
+    let args = ["simulate", "--trace", &audit_log(), "--report", &report_arg];
+    let (code, _, err) = run(&args, None);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(&report).expect("the report");
+    assert!(html.contains("<svg"), "charts");
+    let Some(browser) = ["chromium-headless-shell", "chromium", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+    else {
+        eprintln!("no headless browser installed (scripts/setup.sh installs one): not rendered");
+        return;
+    };
+    let dom = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .arg(format!("file://{}", report.display()))
+        .output()
+        .expect("the browser runs");
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    // The browser parsed the page and its inline SVG: the charts are in its DOM.
+    assert!(dom.contains("What flow control would have done"), "{dom}");
+    assert_eq!(dom.matches("<svg").count(), html.matches("<svg").count());
+    let screenshot = dir.path().join("report.png");
+    let shot = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1280,1600",
+        ])
+        .arg(format!("--screenshot={}", screenshot.display()))
+        .arg(format!("file://{}", report.display()))
+        .output()
+        .expect("the browser runs");
+    assert!(
+        shot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shot.stderr)
+    );
+    assert!(std::fs::metadata(&screenshot).expect("a screenshot").len() > 10_000);
+}
