@@ -612,18 +612,33 @@ async fn soak() {
     );
     let cpu_before = cpu_seconds(proxy.0.id());
     let mut rss_trail = Vec::new();
-    for _ in 0..6 {
+    for _ in 0..knob("SOAK_IDLE_SECS", 30) / 5 {
         tokio::time::sleep(Duration::from_secs(5)).await;
-        rss_trail.push(format!("{:.1}", proxy.memory_kib().1 as f64 / 1024.0));
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", proxy.0.id())).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+                .unwrap_or(0.0)
+                / 1024.0
+        };
+        rss_trail.push(format!(
+            "{:.1} (anon {:.1}, file {:.1})",
+            field("VmRSS:"),
+            field("RssAnon:"),
+            field("RssFile:")
+        ));
     }
     let idle_cpu = cpu_seconds(proxy.0.id()) - cpu_before;
     let (_, later_rss) = proxy.memory_kib();
     println!(
-        "| idle for 30 s after: CPU seconds / RSS every 5 s (MiB) | {idle_cpu:.2} / {} |",
+        "| idle afterwards: CPU seconds / RSS every 5 s (MiB) | {idle_cpu:.2} / {} |",
         rss_trail.join(", ")
     );
     println!(
-        "| RSS at rest → at the end → 30 s later (peak) | {:.1} → {:.1} → {:.1} MiB ({:.1} MiB) |",
+        "| RSS at rest → at the end → after the idle time (peak) | {:.1} → {:.1} → {:.1} MiB ({:.1} MiB) |",
         rest_rss as f64 / 1024.0,
         end_rss as f64 / 1024.0,
         later_rss as f64 / 1024.0,
