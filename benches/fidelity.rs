@@ -26,11 +26,7 @@ use kube_apf_proxy::simulate::{simulate, SimOptions};
 const LEVELS: [(&str, usize, f64); 2] = [("alpha", 6, 300.0), ("beta", 4, 160.0)];
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = bench_runtime();
     runtime.block_on(run());
 }
 

@@ -28,11 +28,7 @@ fn main() {
         .skip(1)
         .find(|a| !a.starts_with('-'))
         .unwrap_or_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = bench_runtime();
     match mode.as_str() {
         "soak" => runtime.block_on(soak()),
         "fairness" => runtime.block_on(fairness()),

@@ -38,11 +38,7 @@ fn main() {
         .skip(1)
         .find(|a| !a.starts_with('-'))
         .unwrap_or_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = bench_runtime();
     match mode.as_str() {
         "memory" => runtime.block_on(memory()),
         "relay" => runtime.block_on(relay()),
@@ -412,34 +408,6 @@ fn clients_for_queue(pki: &Pki) -> Vec<Arc<HttpsClient>> {
 }
 
 /// utime + stime of `pid` in seconds (Linux clock ticks at 100 Hz).
-/// CPU seconds of `pid` and every descendant (nginx works in its worker processes).
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // Fields after the name start at `state` (field 3): utime is field 14, stime 15.
-    let own = (ticks(11) + ticks(12)) / 100.0;
-    let children: f64 = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
-        .flat_map(|list| {
-            list.split_whitespace()
-                .filter_map(|c| c.parse::<u32>().ok())
-                .collect::<Vec<_>>()
-        })
-        .map(cpu_seconds)
-        .sum();
-    own + children
-}
-
 async fn relay() {
     let n = knob("RELAY_WATCHES", 1_000) as usize;
     let every = Duration::from_millis(knob("RELAY_EVENT_MS", 50));

@@ -649,3 +649,40 @@ pub fn write_setup(dir: &std::path::Path, config: &str, users: &[(String, String
 }
 
 pub const POD_PATH: &str = "/api/v1/namespaces/ns/pods/x";
+
+/// CPU seconds of `pid` and every descendant (nginx works in its worker processes).
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // Fields after the name start at `state` (field 3): utime is field 14, stime 15.
+    let own = (ticks(11) + ticks(12)) / 100.0;
+    let children: f64 = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .map(cpu_seconds)
+        .sum();
+    own + children
+}
+
+/// The load generator's runtime: two workers, like the machine's two cores.
+pub fn bench_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
