@@ -93,7 +93,7 @@ async fn run() {
         for i in 0..n {
             let (client, url) = (Arc::clone(&client), format!("{url}{POD_PATH}"));
             let token = format!("tok-{name}-{i}");
-            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (i as u64 + 1) * 7919 ^ name.len() as u64);
+            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((i as u64 + 1) * 7919) ^ name.len() as u64);
             let per_user = rate / n as f64;
             tasks.push(tokio::spawn(async move {
                 let mut next = Instant::now();
@@ -137,7 +137,7 @@ async fn run() {
         server_concurrency_limit: 10,
         ..SimOptions::default()
     };
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let report = simulate(reader.filter_map(Result::ok), &[&loaded.config], &options)
         .expect("simulate")
         .remove(0);
