@@ -138,9 +138,14 @@ async fn run() {
         ..SimOptions::default()
     };
     let started = Instant::now();
-    let report = simulate(reader.filter_map(Result::ok), &[&loaded.config], &options)
-        .expect("simulate")
-        .remove(0);
+    // `simulate` runs its own (paused) runtime: on a thread of its own, outside this one.
+    let report = std::thread::spawn(move || {
+        simulate(reader.filter_map(Result::ok), &[&loaded.config], &options)
+            .expect("simulate")
+            .remove(0)
+    })
+    .join()
+    .expect("the replay");
     let took = started.elapsed();
 
     println!(
