@@ -592,8 +592,16 @@ async fn soak() {
                 .unwrap_or(0.0)
                 / 1024.0
         };
+        let rollup = std::fs::read_to_string(format!("/proc/{}/smaps_rollup", proxy.0.id()))
+            .unwrap_or_default();
+        let huge = rollup
+            .lines()
+            .find_map(|l| l.strip_prefix("AnonHugePages:"))
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1024.0;
         rss_trail.push(format!(
-            "{:.1} (anon {:.1}, file {:.1})",
+            "{:.1} (anon {:.1} of which huge pages {huge:.1}, file {:.1})",
             field("VmRSS:"),
             field("RssAnon:"),
             field("RssFile:")

@@ -94,6 +94,7 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<ExitCode> {
         Err(LoadFailure::Io(e)) => return Err(e.into()),
     };
     raise_open_file_limit();
+    disable_transparent_huge_pages();
     let runtime = runtime()?;
     runtime.block_on(async {
         let app = crate::app::App::start(opts, &config).await?;
@@ -113,6 +114,18 @@ fn raise_open_file_limit() {
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) => tracing::debug!(limit, "Open file limit"),
         Err(error) => tracing::warn!(%error, "Could not raise the open file limit"),
+    }
+}
+
+/// Opts the process out of transparent huge pages (`prctl(PR_SET_THP_DISABLE)`, Linux). A proxy
+/// holding tens of thousands of watches lives on many small allocations spread over its heap;
+/// the kernel's khugepaged collapsing those regions into 2 MiB pages grew the resident memory by
+/// 10–20 MiB after a load had passed, with nothing allocated (`scripts/scale.sh soak`,
+/// BENCHMARKS.md), for no measurable gain in a proxy's small working set.
+fn disable_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    if let Err(error) = nix::sys::prctl::set_thp_disable(true) {
+        tracing::debug!(%error, "Transparent huge pages left as they are");
     }
 }
 
