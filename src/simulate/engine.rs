@@ -5,8 +5,11 @@
 //! Every configuration compared runs in the same runtime, fed the same requests at the same
 //! virtual instants. Borrowing is adjusted every 10 s of trace time, as in `serve`.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -15,7 +18,7 @@ use tokio::time::Instant;
 use super::record::{Recorder, Sample, SimReport};
 use super::trace::{TraceEvent, TraceRequest};
 use crate::config::Config;
-use crate::fairqueue::admission::wait_limit;
+use crate::fairqueue::admission::{wait_limit, LevelQueues, Rejection, Seat};
 use crate::fairqueue::borrowing::BORROWING_ADJUSTMENT_PERIOD;
 use crate::fairqueue::controller::{FlowControl, FlowControlError};
 use crate::fairqueue::flow_request::{FlowRequest, Handling};
@@ -98,31 +101,41 @@ async fn drive(
     let (alive, mut finished) = mpsc::channel::<()>(1);
     let mut trace_origin: Option<Duration> = None;
     let mut last_end = origin;
+    // Seats of requests dispatched at once, held by the driver until their end: the common case
+    // costs no task and no timer of its own.
+    let mut holding: BinaryHeap<Reverse<Held>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut executions = Executions::default();
     for event in events {
         let mut at = |t: Duration| {
             let first = *trace_origin.get_or_insert(t);
             origin + t.saturating_sub(first)
         };
+        let time = match &event {
+            TraceEvent::Request(request) => at(request.arrival),
+            TraceEvent::Ended { at: t, .. } => at(*t),
+        };
+        release_until(&mut holding, time).await;
+        let late = time < Instant::now();
+        if !late {
+            tokio::time::sleep_until(time).await;
+        }
         match event {
-            TraceEvent::Request(request) => {
-                let arrival = at(request.arrival);
-                let late = arrival < Instant::now();
-                if !late {
-                    tokio::time::sleep_until(arrival).await;
-                }
+            TraceEvent::Request(mut request) => {
+                executions.fill_in(&mut request);
                 if let Some(d) = request.duration {
                     last_end = last_end.max(Instant::now() + d);
                 }
                 let request = Arc::new(request);
                 for sim in &sims {
-                    sim.start(Arc::clone(&request), late, options, alive.clone());
+                    let started = sim.start(Arc::clone(&request), late, options, &alive);
+                    if let Some((until, seat)) = started {
+                        seq += 1;
+                        holding.push(Reverse(Held { until, seq, seat }));
+                    }
                 }
             }
-            TraceEvent::Ended { key, at: t } => {
-                let end = at(t);
-                if end > Instant::now() {
-                    tokio::time::sleep_until(end).await;
-                }
+            TraceEvent::Ended { key, .. } => {
                 last_end = last_end.max(Instant::now());
                 for sim in &sims {
                     lock(&sim.open_watches).remove(&key);
@@ -130,6 +143,11 @@ async fn drive(
             }
         }
     }
+    release_until(
+        &mut holding,
+        Instant::now() + Duration::from_secs(u32::MAX.into()),
+    )
+    .await;
     drop(alive);
     let _ = finished.recv().await;
     for sim in &sims {
@@ -184,14 +202,16 @@ impl Sim {
         Ok(sim)
     }
 
-    /// Replays one request from now on, in a task of its own.
+    /// Replays one request from now on. A request dispatched at once (the common case) returns
+    /// its seats with the instant they are to be given back, for the driver to hold; one that
+    /// waits in a queue, and every watch, goes on in a task of its own.
     fn start(
         &self,
         request: Arc<TraceRequest>,
         late: bool,
         options: &SimOptions,
-        alive: mpsc::Sender<()>,
-    ) {
+        alive: &mpsc::Sender<()>,
+    ) -> Option<(Instant, Seat)> {
         let query = request.uri.split_once('?').map(|(_, q)| q);
         let info = match request_info::parse(request.method.as_str(), &request.uri) {
             Ok(info) => Arc::new(info),
@@ -199,13 +219,13 @@ impl Sim {
                 // The apiserver answers 400 before flow control; nothing to replay.
                 tracing::debug!(line = request.line, %error, "Request attributes not derived");
                 lock(&self.recorder).request(true, late);
-                return;
+                return None;
             }
         };
         let handling = Handling::of(&info);
         lock(&self.recorder).request(handling == Handling::Bypass, late);
         if handling == Handling::Bypass {
-            return;
+            return None;
         }
         let timeout = if handling == Handling::Watch {
             options.request_timeout
@@ -223,34 +243,39 @@ impl Sim {
             wait_limit(timeout),
             false,
         );
-        let Ok(FlowRequest {
+        let FlowRequest {
             classification,
             level,
             admit,
-        }) = prepared
-        else {
-            return;
+        } = prepared.ok()?;
+        let outcome = Outcome {
+            recorder: Arc::clone(&self.recorder),
+            priority_level: Arc::from(classification.priority_level.name.as_str()),
+            flow_schema: Arc::clone(&admit.flow.flow_schema),
+            distinguisher: admit.flow.flow_distinguisher.clone(),
         };
-        let pl_name: Arc<str> = Arc::from(classification.priority_level.name.as_str());
-        let fs_name = Arc::clone(&admit.flow.flow_schema);
-        let distinguisher = admit.flow.flow_distinguisher.clone();
-        lock(&self.recorder).arrived(&pl_name, &fs_name);
+        lock(&self.recorder).arrived(&outcome.priority_level, &outcome.flow_schema);
         let flow_control = Arc::clone(&self.flow_control);
-        let recorder = Arc::clone(&self.recorder);
+        let queues = Arc::clone(level.queues());
+        let mut admitting = Box::pin(async move { flow_control.admit(&level, admit).await });
+        if handling == Handling::Ordinary {
+            // Most requests get their seats at once: no task, no timer of their own.
+            let mut cx = Context::from_waker(Waker::noop());
+            if let Poll::Ready(admitted) = admitting.as_mut().poll(&mut cx) {
+                let seat = outcome.record(admitted, &queues)?;
+                let until = Instant::now() + request.duration.unwrap_or_default();
+                return Some((until, seat));
+            }
+        }
         let estimator = self.estimator.clone();
         let open_watches = Arc::clone(&self.open_watches);
         let query = query.map(str::to_owned);
+        let alive = alive.clone();
         tokio::spawn(async move {
             let _alive = alive;
-            let seat = match flow_control.admit(&level, admit).await {
-                Ok(seat) => seat,
-                Err(rejection) => {
-                    lock(&recorder).rejected(&pl_name, &fs_name, &distinguisher, rejection.reason);
-                    return;
-                }
+            let Some(seat) = outcome.record(admitting.await, &queues) else {
+                return;
             };
-            let in_use = level.queues().stats().seats_in_use;
-            lock(&recorder).dispatched(&pl_name, &fs_name, seat.waited(), in_use);
             match handling {
                 Handling::Watch => {
                     hold_watch(
@@ -269,13 +294,126 @@ impl Sim {
                 }
             }
         });
+        None
+    }
+}
+
+/// The mean execution time of the requests of each HTTP method that the recording server
+/// served, so far in the trace.
+///
+/// A request the recording server rejected (`429`) never executed: its recorded duration is its
+/// wait before the rejection (or nothing). Where the simulated configuration would admit it, it
+/// is given the mean execution time of the requests of its method served before it.
+#[derive(Debug, Default)]
+struct Executions {
+    by_method: HashMap<http::Method, (Duration, u32)>,
+}
+
+impl Executions {
+    fn fill_in(&mut self, request: &mut TraceRequest) {
+        let Some(duration) = request.duration else {
+            return;
+        };
+        if request.status == Some(429) {
+            if let Some((sum, n)) = self.by_method.get(&request.method) {
+                request.duration = Some(*sum / (*n).max(1));
+            }
+            return;
+        }
+        let (sum, n) = self.by_method.entry(request.method.clone()).or_default();
+        if *n < u32::MAX {
+            *sum += duration;
+            *n += 1;
+        }
+    }
+}
+
+/// Where a request's outcome is recorded.
+struct Outcome {
+    recorder: Arc<Mutex<Recorder>>,
+    priority_level: Arc<str>,
+    flow_schema: Arc<str>,
+    distinguisher: String,
+}
+
+impl Outcome {
+    /// Records a dispatch (with the level's seats then in use) or a rejection; the seat if any.
+    fn record(&self, admitted: Result<Seat, Rejection>, queues: &LevelQueues) -> Option<Seat> {
+        match admitted {
+            Ok(seat) => {
+                let in_use = queues.stats().seats_in_use;
+                let (pl, fs) = (&self.priority_level, &self.flow_schema);
+                lock(&self.recorder).dispatched(pl, fs, seat.waited(), in_use);
+                Some(seat)
+            }
+            Err(rejection) => {
+                lock(&self.recorder).rejected(
+                    &self.priority_level,
+                    &self.flow_schema,
+                    &self.distinguisher,
+                    rejection.reason,
+                );
+                None
+            }
+        }
+    }
+}
+
+/// Seats the driver holds until `until`.
+struct Held {
+    until: Instant,
+    seq: u64,
+    seat: Seat,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        (self.until, self.seq) == (other.until, other.seq)
+    }
+}
+
+impl Eq for Held {}
+
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Held {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.until, self.seq).cmp(&(other.until, other.seq))
+    }
+}
+
+/// Gives back, each at its own instant, the seats held until `time` or earlier, letting the
+/// requests they dispatch start at that instant too.
+async fn release_until(holding: &mut BinaryHeap<Reverse<Held>>, time: Instant) {
+    while holding.peek().is_some_and(|Reverse(h)| h.until <= time) {
+        let Some(Reverse(first)) = holding.pop() else {
+            break;
+        };
+        if first.until > Instant::now() {
+            tokio::time::sleep_until(first.until).await;
+        }
+        drop(first.seat);
+        while holding
+            .peek()
+            .is_some_and(|Reverse(h)| h.until <= Instant::now())
+        {
+            if let Some(Reverse(h)) = holding.pop() {
+                drop(h.seat);
+            }
+        }
+        // The requests those seats dispatched run now, before the clock moves on.
+        tokio::task::yield_now().await;
     }
 }
 
 /// A watch holds its seats until it is initialised (its first byte), then stays registered with
 /// the watch tracker — which makes writes to what it watches cost more — until it ends.
 async fn hold_watch(
-    mut seat: crate::fairqueue::admission::Seat,
+    mut seat: Seat,
     request: &TraceRequest,
     info: &RequestInfo,
     query: Option<&str>,

@@ -8,9 +8,11 @@
 //! changes a request: it runs in a task of its own, and its verdicts go to the
 //! `apf_proxy_shadow_*` metrics and the shadow's debug dumps.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
@@ -19,7 +21,7 @@ use tokio::time::Instant;
 
 use crate::auth::Identity;
 use crate::config::Config;
-use crate::fairqueue::admission::Seat;
+use crate::fairqueue::admission::{Rejection, Seat};
 use crate::fairqueue::controller::{FlowControl, FlowControlError};
 use crate::fairqueue::flow_request::FlowRequest;
 use crate::fairqueue::work_estimate::WorkEstimator;
@@ -128,19 +130,31 @@ pub struct Shadow {
 /// real request executed (zero if it never started), so the shadow holds its seats as long.
 #[derive(Debug, Default)]
 pub struct ShadowTickets {
-    done: Vec<oneshot::Sender<Duration>>,
+    /// Shadow seats taken at once: given back when the real request ends.
+    held: Vec<Seat>,
+    /// Shadows still queuing the request: told how long the real request executed.
+    waiting: Vec<oneshot::Sender<Duration>>,
     started: Option<Instant>,
+}
+
+/// One shadow's side of a real request.
+#[derive(Debug)]
+pub enum ShadowTicket {
+    /// The shadow dispatched it at once: its seats, held for as long as the real request runs.
+    Held(Seat),
+    /// The shadow queued it: a task waits for the shadow's verdict and the real execution time.
+    Waiting(oneshot::Sender<Duration>),
 }
 
 impl ShadowTickets {
     /// Whether no shadow is waiting on this request.
     pub fn is_empty(&self) -> bool {
-        self.done.is_empty()
+        self.held.is_empty() && self.waiting.is_empty()
     }
 
     /// The real request starts executing now.
     pub fn start(&mut self) {
-        if !self.done.is_empty() {
+        if !self.waiting.is_empty() {
             self.started = Some(Instant::now());
         }
     }
@@ -149,9 +163,10 @@ impl ShadowTickets {
 impl Drop for ShadowTickets {
     fn drop(&mut self) {
         let executed = self.started.map_or(Duration::ZERO, |t| t.elapsed());
-        for done in self.done.drain(..) {
+        for done in self.waiting.drain(..) {
             let _ = done.send(executed);
         }
+        // `held` seats are given back as the vector drops.
     }
 }
 
@@ -163,13 +178,17 @@ pub fn observe_all(
     query: Option<&str>,
     wait_limit: Duration,
 ) -> ShadowTickets {
-    ShadowTickets {
-        done: shadows
-            .iter()
-            .filter_map(|s| s.observe(identity, info, query, wait_limit))
-            .collect(),
-        started: None,
+    let mut tickets = ShadowTickets::default();
+    for ticket in shadows
+        .iter()
+        .filter_map(|s| s.observe(identity, info, query, wait_limit))
+    {
+        match ticket {
+            ShadowTicket::Held(seat) => tickets.held.push(seat),
+            ShadowTicket::Waiting(done) => tickets.waiting.push(done),
+        }
     }
+    tickets
 }
 
 // === impl Shadow ===
@@ -312,7 +331,7 @@ impl Shadow {
         info: &Arc<RequestInfo>,
         query: Option<&str>,
         wait_limit: Duration,
-    ) -> Option<oneshot::Sender<Duration>> {
+    ) -> Option<ShadowTicket> {
         if !self.is_active() {
             return None;
         }
@@ -331,33 +350,59 @@ impl Shadow {
             level,
             admit,
         } = prepared.ok()?;
+        let verdict = Verdict {
+            shadow: Arc::clone(self),
+            priority_level: classification.priority_level.name.clone(),
+            flow_schema: classification.flow_schema.name.clone(),
+        };
+        let flow_control = Arc::clone(&self.flow_control);
+        let mut admitting = Box::pin(async move { flow_control.admit(&level, admit).await });
+        // Most requests get their seats at once: then the real request holds them, and the
+        // shadow costs no task.
+        let mut cx = Context::from_waker(Waker::noop());
+        if let Poll::Ready(admitted) = admitting.as_mut().poll(&mut cx) {
+            return verdict.record(admitted).map(ShadowTicket::Held);
+        }
         let (done, executed) = oneshot::channel();
-        let shadow = Arc::clone(self);
-        let pl = classification.priority_level.name.clone();
-        let fs = classification.flow_schema.name.clone();
         tokio::spawn(async move {
-            let labels = [shadow.name, pl.as_str(), fs.as_str()];
-            match shadow.flow_control.admit(&level, admit).await {
-                Ok(seat) => {
-                    shadow.metrics.dispatched.with_label_values(&labels).inc();
-                    shadow
-                        .metrics
-                        .wait
-                        .with_label_values(&labels)
-                        .observe(seat.waited().as_secs_f64());
-                    hold(seat, executed).await;
-                }
-                Err(rejection) => {
-                    let reason = rejection.reason.as_str();
-                    shadow
-                        .metrics
-                        .rejected
-                        .with_label_values(&[shadow.name, &pl, &fs, reason])
-                        .inc();
-                }
+            if let Some(seat) = verdict.record(admitting.await) {
+                hold(seat, executed).await;
             }
         });
-        Some(done)
+        Some(ShadowTicket::Waiting(done))
+    }
+}
+
+/// Where a shadow's verdict on one request is counted.
+struct Verdict {
+    shadow: Arc<Shadow>,
+    priority_level: String,
+    flow_schema: String,
+}
+
+impl Verdict {
+    fn record(&self, admitted: Result<Seat, Rejection>) -> Option<Seat> {
+        let metrics = &self.shadow.metrics;
+        let (name, pl, fs) = (self.shadow.name, &*self.priority_level, &*self.flow_schema);
+        match admitted {
+            Ok(seat) => {
+                metrics.dispatched.with_label_values(&[name, pl, fs]).inc();
+                let waited = seat.waited().as_secs_f64();
+                metrics
+                    .wait
+                    .with_label_values(&[name, pl, fs])
+                    .observe(waited);
+                Some(seat)
+            }
+            Err(rejection) => {
+                let reason = rejection.reason.as_str();
+                metrics
+                    .rejected
+                    .with_label_values(&[name, pl, fs, reason])
+                    .inc();
+                None
+            }
+        }
     }
 }
 

@@ -287,3 +287,30 @@ fn a_timeline_samples_every_level() {
     let dispatched: u64 = work.timeline.iter().map(|s| s.dispatched).sum();
     assert_eq!(dispatched, 11);
 }
+
+#[test]
+fn a_request_the_recording_server_rejected_executes_for_the_mean_of_its_method() {
+    let config = config(5);
+    let mut events = burst(6, 0, 1000);
+    let TraceEvent::Request(mut rejected) =
+        request(7, 0, 1, "GET", "/api/v1/namespaces/default/pods/p")
+    else {
+        unreachable!()
+    };
+    rejected.status = Some(429);
+    events.push(TraceEvent::Request(rejected));
+    let report = &run(events, &[&config])[0];
+    let work = level(report, "work");
+    // Queued behind the six, dispatched at 1 s, then held for the mean GET (1 s), not 1 ms.
+    assert_eq!(work.dispatched, 7);
+    assert!(
+        (work.wait_seconds.max - 1.0).abs() < 0.01,
+        "{:?}",
+        work.wait_seconds
+    );
+    assert!(
+        (report.duration_seconds - 2.0).abs() < 0.01,
+        "{}",
+        report.duration_seconds
+    );
+}
