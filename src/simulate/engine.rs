@@ -128,7 +128,8 @@ async fn drive(
                 }
                 let request = Arc::new(request);
                 for sim in &sims {
-                    let started = sim.start(Arc::clone(&request), late, options, &alive);
+                    let arrived = if late { Instant::now() } else { time };
+                    let started = sim.start(Arc::clone(&request), arrived, late, options, &alive);
                     if let Some((until, seat)) = started {
                         seq += 1;
                         holding.push(Reverse(Held { until, seq, seat }));
@@ -202,12 +203,14 @@ impl Sim {
         Ok(sim)
     }
 
-    /// Replays one request from now on. A request dispatched at once (the common case) returns
+    /// Replays one request, which arrived at `arrived` (the clock reads that rounded up to the
+    /// millisecond). A request dispatched at once (the common case) returns
     /// its seats with the instant they are to be given back, for the driver to hold; one that
     /// waits in a queue, and every watch, goes on in a task of its own.
     fn start(
         &self,
         request: Arc<TraceRequest>,
+        arrived: Instant,
         late: bool,
         options: &SimOptions,
         alive: &mpsc::Sender<()>,
@@ -263,7 +266,9 @@ impl Sim {
             let mut cx = Context::from_waker(Waker::noop());
             if let Poll::Ready(admitted) = admitting.as_mut().poll(&mut cx) {
                 let seat = outcome.record(admitted, &queues)?;
-                let until = Instant::now() + request.duration.unwrap_or_default();
+                // From the exact arrival, not the clock: tokio's timers tick in milliseconds,
+                // and `now` is the arrival rounded up to one.
+                let until = arrived + request.duration.unwrap_or_default();
                 return Some((until, seat));
             }
         }

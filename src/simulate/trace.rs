@@ -359,13 +359,53 @@ fn detect(line: &[u8]) -> TraceFormat {
 }
 
 /// Parses an RFC 3339 timestamp (`2026-11-24T10:00:00.123456Z`) as time since the UNIX epoch.
+///
+/// The apiserver writes audit timestamps as `metav1.MicroTime` (UTC, `Z`, six fractional digits):
+/// those take a fast path that only splits the digits, leaving the calendar to `time`; any other
+/// RFC 3339 form goes through `time`'s full parser.
 pub(crate) fn parse_timestamp(value: &str) -> Result<Duration, String> {
-    let t = time::OffsetDateTime::parse(value, &time::format_description::well_known::Rfc3339)
-        .map_err(|e| format!("timestamp {value:?}: {e}"))?;
-    let nanos = t.unix_timestamp_nanos();
-    u64::try_from(nanos)
+    let parsed = match micro_time(value.as_bytes()) {
+        Some(t) => t,
+        None => time::OffsetDateTime::parse(value, &time::format_description::well_known::Rfc3339)
+            .map_err(|e| format!("timestamp {value:?}: {e}"))?,
+    };
+    u64::try_from(parsed.unix_timestamp_nanos())
         .map(Duration::from_nanos)
         .map_err(|_| format!("timestamp {value:?} is before 1970"))
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.ffffffZ` exactly, or `None`.
+fn micro_time(b: &[u8]) -> Option<time::OffsetDateTime> {
+    let shape = b"0000-00-00T00:00:00.000000Z";
+    if b.len() != shape.len() {
+        return None;
+    }
+    for (&c, &s) in b.iter().zip(shape) {
+        let ok = if s == b'0' {
+            c.is_ascii_digit()
+        } else {
+            c == s
+        };
+        if !ok {
+            return None;
+        }
+    }
+    let num = |range: std::ops::Range<usize>| {
+        b[range]
+            .iter()
+            .fold(0u32, |n, d| n * 10 + u32::from(d - b'0'))
+    };
+    let month = time::Month::try_from(u8::try_from(num(5..7)).ok()?).ok()?;
+    let year = i32::try_from(num(0..4)).ok()?;
+    let date = time::Date::from_calendar_date(year, month, u8::try_from(num(8..10)).ok()?).ok()?;
+    let clock = time::Time::from_hms_micro(
+        u8::try_from(num(11..13)).ok()?,
+        u8::try_from(num(14..16)).ok()?,
+        u8::try_from(num(17..19)).ok()?,
+        num(20..26),
+    )
+    .ok()?;
+    Some(time::PrimitiveDateTime::new(date, clock).assume_utc())
 }
 
 mod access;

@@ -252,3 +252,31 @@ fn strict_stops_at_the_first_malformed_line() {
         Err(TraceError::Line(TraceLineError { line: 2, .. }))
     ));
 }
+
+#[test]
+fn micro_time_takes_the_fast_path_and_agrees_with_the_full_parser() {
+    let full = |v: &str| {
+        let t = time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc3339)
+            .expect("parses");
+        Duration::from_nanos(u64::try_from(t.unix_timestamp_nanos()).expect("after 1970"))
+    };
+    for v in [
+        "2026-11-24T10:00:00.000100Z",
+        "2024-02-29T23:59:59.999999Z",
+        "1970-01-01T00:00:00.000000Z",
+        "2099-12-31T00:00:01.500000Z",
+    ] {
+        assert!(micro_time(v.as_bytes()).is_some(), "{v}");
+        assert_eq!(parse_timestamp(v), Ok(full(v)), "{v}");
+    }
+    // Other RFC 3339 forms take the full parser; impossible dates are errors either way.
+    assert_eq!(
+        parse_timestamp("2026-11-24T11:00:00.1+01:00"),
+        Ok(full("2026-11-24T10:00:00.1Z"))
+    );
+    assert!(micro_time(b"2026-11-24T10:00:00Z").is_none());
+    assert!(parse_timestamp("2023-02-29T00:00:00.000000Z").is_err());
+    assert!(parse_timestamp("2026-13-01T00:00:00.000000Z").is_err());
+    assert!(parse_timestamp("2026-11-24T25:00:00.000000Z").is_err());
+    assert!(parse_timestamp("1969-12-31T23:59:59.000000Z").is_err());
+}
