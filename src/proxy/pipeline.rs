@@ -143,6 +143,10 @@ struct Logged {
     uri: String,
     /// The user's groups, as a JSON array.
     groups: String,
+    /// When it reached flow control (after authentication): its arrival for a replay.
+    at_flow_control: Option<Instant>,
+    /// When it got its seats: the start of its execution.
+    dispatched: Option<Instant>,
 }
 
 // === impl Proxy ===
@@ -295,6 +299,9 @@ impl Proxy {
         check_body_size(&info, request.headers(), self.max_request_bytes)?;
         let snapshot = self.flow_control.snapshot();
         let now = Instant::now();
+        if let Some(logged) = &mut ctx.logged {
+            logged.at_flow_control = Some(now);
+        }
         let wait_limit = wait_limit(timeout).saturating_sub(now - ctx.received_at);
         let prepared = FlowRequest::prepare(
             &snapshot,
@@ -360,6 +367,9 @@ impl Proxy {
         };
         shadows.start();
         ctx.waited = seat.as_ref().map_or(Duration::ZERO, Seat::waited);
+        if let Some(logged) = &mut ctx.logged {
+            logged.dispatched = Some(Instant::now());
+        }
         if !level.is_exempt() {
             flow.observe_wait(true, ctx.waited);
         }
@@ -525,6 +535,8 @@ impl RequestContext {
                         .map_or("/", |p| p.as_str())
                         .to_string(),
                     groups: "[]".to_string(),
+                    at_flow_control: None,
+                    dispatched: None,
                 })
             }),
         }
@@ -540,13 +552,19 @@ impl RequestContext {
         };
         let info = self.info.as_ref();
         let class = self.classification.as_ref();
+        // The arrival a replay wants is at flow control, after authentication: under load the
+        // time before it is the proxy's, not the level's.
+        let arrival = logged.received
+            + logged.at_flow_control.map_or(Duration::ZERO, |t| {
+                t.saturating_duration_since(self.received_at)
+            });
         tracing::debug!(
             target: "kube_apf_proxy::access",
             method = %self.method,
             user = %self.user,
             groups = %logged.groups,
             uri = %logged.uri,
-            received = %crate::server::debug_dump::format_rfc3339_nano(Some(logged.received)),
+            received = %crate::server::debug_dump::format_rfc3339_nano(Some(arrival)),
             auth = self.auth_method.map_or("", AuthMethod::as_str),
             verb = info.map_or("", |i| i.verb.as_str()),
             path = info.map_or("", |i| i.path.as_str()),
@@ -558,6 +576,7 @@ impl RequestContext {
             queue_wait_ms = self.waited.as_secs_f64() * 1e3,
             status = status.as_u16(),
             duration_ms = self.received_at.elapsed().as_secs_f64() * 1e3,
+            execution_ms = logged.dispatched.map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3),
             "Request"
         );
     }

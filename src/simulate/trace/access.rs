@@ -1,8 +1,9 @@
 //! The proxy's own access log: `--log-format json -v=1`, one flattened JSON object per request with
 //! target `kube_apf_proxy::access` (written by the pipeline when a response starts).
 //!
-//! The log knows each request's queue wait, so the duration replayed is its execution alone
-//! (`duration_ms − queue_wait_ms`). A watch's line is written when its response head is sent, so
+//! The log knows each request's queue wait and execution: `received` is its arrival at flow
+//! control (after authentication) and `execution_ms` runs from the grant of its seats to its
+//! response head, which is what is replayed (older lines: `duration_ms − queue_wait_ms`). A watch's line is written when its response head is sent, so
 //! its duration is the time until it was initialised; how long it then stayed open is not logged.
 //! Requests that never reached flow control (refused by authentication, bad URLs) have no FlowSchema
 //! and are skipped, as the apiserver never classifies them either.
@@ -41,6 +42,8 @@ struct Line<'a> {
     #[serde(default)]
     duration_ms: Option<f64>,
     #[serde(default)]
+    execution_ms: Option<f64>,
+    #[serde(default)]
     status: Option<u16>,
 }
 
@@ -73,7 +76,12 @@ pub(super) fn parse_line(line: &[u8], number: u64) -> Result<Parsed, String> {
         None => Vec::new(),
     };
     let total = millis(l.duration_ms.ok_or("access-log line without duration_ms")?);
-    let executed = total.saturating_sub(millis(l.queue_wait_ms.unwrap_or_default()));
+    let waited = millis(l.queue_wait_ms.unwrap_or_default());
+    // `execution_ms` runs from the seats' grant; older lines only have the whole duration.
+    let executed = match l.execution_ms {
+        Some(ms) => millis(ms),
+        None => total.saturating_sub(waited),
+    };
     let watch = l.verb.as_deref() == Some("watch");
     let request = TraceRequest {
         line: number,

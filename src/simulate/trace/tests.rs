@@ -111,6 +111,15 @@ fn the_format_is_detected_from_the_first_line() {
     assert_eq!(r.duration, Some(Duration::from_millis(30)));
     assert_eq!(r.uri, "/api/v1/namespaces/ns/pods?limit=5");
     assert_eq!(r.identity.groups, ["dev", "system:authenticated"]);
+    // A line with `execution_ms` (from the seats' grant) replays that.
+    let newer = access.replace(
+        "\"duration_ms\":50.0",
+        "\"duration_ms\":50.0,\"execution_ms\":12.5",
+    );
+    let Some(Ok(TraceEvent::Request(r))) = reader(&newer, Duration::ZERO).next() else {
+        panic!("one request");
+    };
+    assert_eq!(r.duration, Some(Duration::from_micros(12_500)));
 }
 
 #[test]
