@@ -106,6 +106,7 @@ async fn drive(
     let mut holding: BinaryHeap<Reverse<Held>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut executions = Executions::default();
+    let mut latest = origin;
     for event in events {
         let mut at = |t: Duration| {
             let first = *trace_origin.get_or_insert(t);
@@ -116,8 +117,11 @@ async fn drive(
             TraceEvent::Ended { at: t, .. } => at(*t),
         };
         release_until(&mut holding, time).await;
-        let late = time < Instant::now();
-        if !late {
+        // Late: earlier than an event already replayed (further out of order than the reader's
+        // window). Not the clock: it reads the last instant rounded up to the millisecond.
+        let late = time < latest;
+        latest = latest.max(time);
+        if time > Instant::now() {
             tokio::time::sleep_until(time).await;
         }
         match event {
@@ -128,7 +132,11 @@ async fn drive(
                 }
                 let request = Arc::new(request);
                 for sim in &sims {
-                    let arrived = if late { Instant::now() } else { time };
+                    let arrived = if late {
+                        Instant::now()
+                    } else {
+                        time.min(Instant::now())
+                    };
                     let started = sim.start(Arc::clone(&request), arrived, late, options, &alive);
                     if let Some((until, seat)) = started {
                         seq += 1;
