@@ -121,9 +121,7 @@ async fn drive(
         // window). Not the clock: it reads the last instant rounded up to the millisecond.
         let late = time < latest;
         latest = latest.max(time);
-        if time > Instant::now() {
-            tokio::time::sleep_until(time).await;
-        }
+        advance_to(time).await;
         match event {
             TraceEvent::Request(mut request) => {
                 executions.fill_in(&mut request);
@@ -399,6 +397,18 @@ impl Ord for Held {
     }
 }
 
+/// The resolution of tokio's timers: a sleep ends on the next millisecond.
+const TICK: Duration = Duration::from_millis(1);
+
+/// Moves the clock to `time` — unless it falls within the current millisecond, which the clock
+/// cannot resolve anyway: then events are replayed at once, still in their exact order, and the
+/// runtime is not parked and woken for each of them.
+async fn advance_to(time: Instant) {
+    if time >= Instant::now() + TICK {
+        tokio::time::sleep_until(time).await;
+    }
+}
+
 /// Gives back, each at its own instant, the seats held until `time` or earlier, letting the
 /// requests they dispatch start at that instant too.
 async fn release_until(holding: &mut BinaryHeap<Reverse<Held>>, time: Instant) {
@@ -406,9 +416,7 @@ async fn release_until(holding: &mut BinaryHeap<Reverse<Held>>, time: Instant) {
         let Some(Reverse(first)) = holding.pop() else {
             break;
         };
-        if first.until > Instant::now() {
-            tokio::time::sleep_until(first.until).await;
-        }
+        advance_to(first.until).await;
         drop(first.seat);
         while holding
             .peek()

@@ -151,12 +151,13 @@ impl<R> std::fmt::Debug for TraceReader<R> {
     }
 }
 
-/// An event held by the reorder buffer, ordered by its time then its line.
+/// An event held by the reorder buffer, ordered by its time then its line. Boxed: the heap
+/// holds a window's worth of events and moves entries on every push and pop.
 #[derive(Debug)]
 struct Pending {
     key: Duration,
     seq: u64,
-    event: TraceEvent,
+    event: Box<TraceEvent>,
 }
 
 impl PartialEq for Pending {
@@ -259,6 +260,7 @@ impl<R: BufRead> TraceReader<R> {
                         };
                         self.seq += 1;
                         let seq = self.seq;
+                        let event = Box::new(event);
                         self.pending.push(Reverse(Pending { key, seq, event }));
                     }
                     self.release(false);
@@ -296,10 +298,10 @@ impl<R: BufRead> TraceReader<R> {
                 self.stats.late += 1;
             }
             self.released = self.released.max(key);
-            if matches!(event, TraceEvent::Request(_)) {
+            if matches!(*event, TraceEvent::Request(_)) {
                 self.stats.requests += 1;
             }
-            self.ready.push_back(Ok(event));
+            self.ready.push_back(Ok(*event));
         }
     }
 }
