@@ -24,10 +24,10 @@ pub const EXIT_WARNINGS: u8 = 3;
 /// How the report is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Output {
-    /// One line per problem or finding.
+    /// Text for people (`lint`: one line per problem or finding; `simulate`: tables).
     #[default]
     Text,
-    /// One JSON object.
+    /// JSON for pipelines.
     Json,
 }
 
