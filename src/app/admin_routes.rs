@@ -154,7 +154,11 @@ fn rejected(
                 Ok(n) => limit = n,
                 Err(_) => return bad_request(format!("limit: not a number: {value:?}")),
             },
-            _ => {}
+            _ => {
+                return bad_request(format!(
+                    "unknown parameter {key:?}: use priorityLevel, limit"
+                ))
+            }
         }
     }
     let snapshot = flow_control.snapshot();

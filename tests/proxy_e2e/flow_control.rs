@@ -397,11 +397,11 @@ async fn the_last_rejected_requests_are_listed_with_their_classification_explain
     assert!(r["explanation"]["flowSchemas"].is_array(), "{body}");
     let other = "/debug/api_priority_and_fairness/rejected?priorityLevel=global-default";
     assert_eq!(crate::admin::admin_get(admin, other).await.1.trim(), "[]");
-    let bad = "/debug/api_priority_and_fairness/rejected?limit=lots";
-    assert_eq!(
-        crate::admin::admin_get(admin, bad).await.0,
-        StatusCode::BAD_REQUEST
-    );
+    for bad in ["limit=lots", "level=tiny"] {
+        let path = format!("/debug/api_priority_and_fairness/rejected?{bad}");
+        let status = crate::admin::admin_get(admin, &path).await.0;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    }
     fake.release_hanging();
     assert_eq!(hang.await.expect("hang").0, StatusCode::OK);
     assert_eq!(queued.await.expect("queued"), StatusCode::OK);
