@@ -6,11 +6,15 @@
 //! when it is dispatched or times out. The future's drop guard takes a request out of its queue the
 //! moment its caller goes away. [`Seat`] is the RAII value that releases the seats.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
+use pin_project_lite::pin_project;
 use tokio::sync::oneshot;
-use tokio::time::Instant;
+use tokio::time::{Instant, Timeout};
 
 use super::borrowing::{IntegratorResults, SeatDemandIntegrator};
 use super::queueset::{
@@ -141,7 +145,21 @@ impl LevelQueues {
     /// `concurrency-limit`; queuing levels may answer `queue-full` at once, or a seat once
     /// dispatched, or `time-out` after `wait_limit`. Dropping the future while it waits takes the
     /// request out of its queue immediately.
-    pub async fn admit(self: &Arc<Self>, req: AdmitRequest) -> Result<Seat, Rejection> {
+    ///
+    /// Nothing happens until the future is first polled. It is a state machine of its own rather
+    /// than an `async fn`, so a waiting request holds only its wait guard and its timer, not the
+    /// request it was given (BENCHMARKS.md, memory per queued request).
+    pub fn admit(self: &Arc<Self>, req: AdmitRequest) -> Admit {
+        Admit {
+            state: AdmitState::Start {
+                level: Arc::clone(self),
+                req,
+            },
+        }
+    }
+
+    /// Takes `req` to the queue set: answered at once, or queued with a guard.
+    fn enqueue(self: &Arc<Self>, req: AdmitRequest) -> Enqueued {
         let arrived = Instant::now();
         let deadline = arrived + req.wait_limit;
         let flow_schema = Arc::clone(&req.flow.flow_schema);
@@ -153,36 +171,40 @@ impl LevelQueues {
             deadline: Some(deadline),
             flow: req.flow,
         };
-        let (id, rx, queue_length) = {
-            let mut st = self.lock();
-            let started = st.qs.start_request(arrived, arrival);
-            let out = match started {
-                Started::Executing(id) => Err(Ok(st.qs.seats_of(id).map(|s| (id, s)))),
-                Started::Rejected(reason) => Err(Err(reason)),
-                Started::Queued(id) => {
-                    let (tx, rx) = oneshot::channel();
-                    // Just queued under this lock: it is waiting.
-                    let _ = st.qs.set_waiter(id, tx);
-                    let len = st.qs.queue_of(id).map_or(0, |q| st.qs.queue_len(q));
-                    Ok((id, rx, len))
-                }
-            };
-            self.after_change(&mut st, arrived);
-            match out {
-                Ok(waiting) => waiting,
-                Err(Ok(Some((id, held)))) => {
-                    drop(st);
-                    return Ok(self.seat(id, Duration::ZERO, flow_schema, held));
-                }
-                Err(Ok(None)) => return Err(self.rejection(RejectReason::TimeOut, Duration::ZERO)),
-                Err(Err(reason)) => return Err(self.rejection(reason, Duration::ZERO)),
+        let mut st = self.lock();
+        let started = st.qs.start_request(arrived, arrival);
+        let out = match started {
+            Started::Executing(id) => Err(Ok(st.qs.seats_of(id).map(|s| (id, s)))),
+            Started::Rejected(reason) => Err(Err(reason)),
+            Started::Queued(id) => {
+                let (tx, rx) = oneshot::channel();
+                // Just queued under this lock: it is waiting.
+                let _ = st.qs.set_waiter(id, tx);
+                let len = st.qs.queue_of(id).map_or(0, |q| st.qs.queue_len(q));
+                Ok((id, rx, len))
+            }
+        };
+        self.after_change(&mut st, arrived);
+        drop(st);
+        let (id, rx, queue_length) = match out {
+            Ok(waiting) => waiting,
+            Err(Ok(Some((id, held)))) => {
+                return Enqueued::Answered(Ok(self.seat(id, Duration::ZERO, flow_schema, held)));
+            }
+            Err(Ok(None)) => {
+                return Enqueued::Answered(Err(
+                    self.rejection(RejectReason::TimeOut, Duration::ZERO)
+                ))
+            }
+            Err(Err(reason)) => {
+                return Enqueued::Answered(Err(self.rejection(reason, Duration::ZERO)))
             }
         };
         if let Some(o) = &self.observer {
             o.enqueued(&self.name, &flow_schema, seats, queue_length);
             o.waiting_changed(mutating, 1);
         }
-        let mut guard = WaitGuard {
+        let guard = WaitGuard {
             level: Arc::clone(self),
             id: Some(id),
             flow_schema,
@@ -190,12 +212,24 @@ impl LevelQueues {
             mutating,
             arrived,
         };
-        let woken = tokio::time::timeout_at(deadline, rx).await.is_ok();
+        Enqueued::Queued {
+            guard,
+            woken: tokio::time::timeout_at(deadline, rx),
+        }
+    }
+
+    /// The end of a wait: `woken` when the queue set dispatched the request before its wait
+    /// limit. Disarms `guard`.
+    fn finish_wait(guard: &mut WaitGuard, woken: bool) -> Result<Seat, Rejection> {
+        let Some(id) = guard.id.take() else {
+            // Only a finished wait disarms its guard, and a finished future is not polled.
+            return Err(guard.level.rejection(RejectReason::TimeOut, Duration::ZERO));
+        };
         let now = Instant::now();
-        let waited = now.saturating_duration_since(arrived);
-        guard.id = None;
+        let waited = now.saturating_duration_since(guard.arrived);
+        let (level, seats) = (&guard.level, guard.seats);
         let flow_schema = Arc::clone(&guard.flow_schema);
-        let mut st = self.lock();
+        let mut st = level.lock();
         let outcome = match st.qs.state(id) {
             Some(RequestState::Executing) => Ok(st.qs.seats_of(id).unwrap_or(seats)),
             Some(RequestState::Waiting) => {
@@ -203,20 +237,20 @@ impl LevelQueues {
                 // hold the level): the wait limit is reached.
                 debug_assert!(!woken, "woken while still waiting");
                 st.qs.cancel(id, now, Removal::TimedOut);
-                self.after_change(&mut st, now);
+                level.after_change(&mut st, now);
                 Err(())
             }
             // Timed out by the queue set (its own deadline check).
             Some(RequestState::Lingering) | None => Err(()),
         };
         drop(st);
-        if let Some(o) = &self.observer {
-            o.dequeued(&self.name, &flow_schema, seats, outcome.is_ok());
-            o.waiting_changed(mutating, -1);
+        if let Some(o) = &level.observer {
+            o.dequeued(&level.name, &flow_schema, seats, outcome.is_ok());
+            o.waiting_changed(guard.mutating, -1);
         }
         match outcome {
-            Ok(held) => Ok(self.seat(id, waited, flow_schema, held)),
-            Err(()) => Err(self.rejection(RejectReason::TimeOut, waited)),
+            Ok(held) => Ok(level.seat(id, waited, flow_schema, held)),
+            Err(()) => Err(level.rejection(RejectReason::TimeOut, waited)),
         }
     }
 
@@ -353,6 +387,85 @@ impl LevelQueues {
     fn note_released(&self, fs: &str, seats: u32) {
         if let Some(o) = &self.observer {
             o.seats_changed(&self.name, fs, -i64::from(seats));
+        }
+    }
+}
+
+/// What [`LevelQueues::enqueue`] did with a request.
+enum Enqueued {
+    /// A seat or a refusal, at once.
+    Answered(Result<Seat, Rejection>),
+    /// In a queue until dispatched or `woken` times out.
+    Queued {
+        guard: WaitGuard,
+        woken: Timeout<oneshot::Receiver<()>>,
+    },
+}
+
+pin_project! {
+    /// The future of [`LevelQueues::admit`]: a seat, or the reason there is none.
+    ///
+    /// Dropping it while it waits takes the request out of its queue.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Admit {
+        #[pin]
+        state: AdmitState,
+    }
+}
+
+impl std::fmt::Debug for Admit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admit").finish_non_exhaustive()
+    }
+}
+
+pin_project! {
+    #[project = AdmitProj]
+    #[project_replace = AdmitOwned]
+    enum AdmitState {
+        Start {
+            level: Arc<LevelQueues>,
+            req: AdmitRequest,
+        },
+        Waiting {
+            guard: WaitGuard,
+            #[pin]
+            woken: Timeout<oneshot::Receiver<()>>,
+        },
+        Done,
+    }
+}
+
+impl Future for Admit {
+    type Output = Result<Seat, Rejection>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            match state.as_mut().project() {
+                AdmitProj::Start { .. } => {
+                    let AdmitOwned::Start { level, req } =
+                        state.as_mut().project_replace(AdmitState::Done)
+                    else {
+                        unreachable!("invariant: the state was just matched as Start");
+                    };
+                    match level.enqueue(req) {
+                        Enqueued::Answered(answer) => return Poll::Ready(answer),
+                        Enqueued::Queued { guard, woken } => {
+                            state.set(AdmitState::Waiting { guard, woken });
+                        }
+                    }
+                }
+                AdmitProj::Waiting { guard, woken } => {
+                    // The receiver fails only if its sender was dropped, which the queue set
+                    // does when it dispatches or forgets the request: the state tells which.
+                    let woken = ready!(woken.poll(cx)).is_ok();
+                    let answer = LevelQueues::finish_wait(guard, woken);
+                    state.set(AdmitState::Done);
+                    return Poll::Ready(answer);
+                }
+                AdmitProj::Done => panic!("`Admit` polled after completion"),
+            }
         }
     }
 }

@@ -7,9 +7,11 @@
 //! dropped-requests tracker's `Retry-After`.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use futures_util::FutureExt;
 use tokio::time::Instant;
 
 use super::admission::{AdmissionObserver, AdmitRequest, LevelQueues, Rejection, Seat};
@@ -248,18 +250,29 @@ impl FlowControl {
 
     /// Admits a request to `level` (captured from [`snapshot`](Self::snapshot) when it was
     /// classified). A rejection carries the level's current `Retry-After`.
-    pub async fn admit(&self, level: &LevelHandle, req: AdmitRequest) -> Result<Seat, Rejection> {
-        let mut rejection = match level.queues.admit(req).await {
-            Ok(seat) => return Ok(seat),
-            Err(r) => r,
-        };
+    ///
+    /// The level's own future with the `Retry-After` mapped on: nothing of the request is kept
+    /// while it waits but the level's wait guard.
+    pub fn admit(
+        &self,
+        level: &LevelHandle,
+        req: AdmitRequest,
+    ) -> impl Future<Output = Result<Seat, Rejection>> + Send + '_ {
+        level
+            .queues
+            .admit(req)
+            .map(move |admitted| admitted.map_err(|rejection| self.with_retry_after(rejection)))
+    }
+
+    /// `rejection` with the level's current `Retry-After`, its drop recorded.
+    fn with_retry_after(&self, mut rejection: Rejection) -> Rejection {
         let now_secs = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
         let mut dropped = self.lock_dropped();
         dropped.record_dropped(&rejection.priority_level, now_secs);
         rejection.retry_after = dropped.retry_after(&rejection.priority_level);
-        Err(rejection)
+        rejection
     }
 
     /// Every level, quiescing ones included, by name.

@@ -137,6 +137,28 @@ async fn cancelled_waiter_leaves_its_queue_at_once() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn admission_starts_at_the_first_poll_and_a_waiter_keeps_no_copy_of_its_request() {
+    let l = level(queued(8, 2, 50), 1);
+    let held = l.admit(req(1, 1)).await.expect("free seat");
+    // Made, never polled: the queue set has not seen it, and dropping it changes nothing.
+    let unpolled = l.admit(req(1, 2));
+    assert_eq!(l.stats().waiting, 0);
+    drop(unpolled);
+    assert_eq!(l.stats().counters.cancelled, 0);
+    // A waiting admission holds its guard and its timer, not the request it was given (the
+    // `async fn` it replaced held three copies of it: 464 bytes).
+    let mut waiting = Box::pin(l.admit(req(1, 3)));
+    assert!(poll_once(&mut waiting).is_pending());
+    assert_eq!(l.stats().waiting, 1);
+    let (size, request) = (size_of_val(&*waiting), size_of::<AdmitRequest>());
+    assert!(size < 2 * request, "{size} bytes, the request {request}");
+    drop(held);
+    let seat = waiting.await.expect("dispatched when the seat is freed");
+    assert_eq!(l.stats().executing, 1);
+    drop(seat);
+}
+
+#[tokio::test(start_paused = true)]
 async fn waiter_dispatched_as_its_caller_leaves_gives_the_seat_back() {
     let l = level(queued(8, 2, 50), 1);
     let held = l.admit(req(1, 1)).await.expect("free seat");
