@@ -25,6 +25,8 @@ pub use reload::{dir_digest, files_digest, ReloadError, Reloader, POLL_INTERVAL}
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
 use http::{Method, Request};
 use http_body_util::{BodyExt, Limited};
 use tokio::task::JoinHandle;
@@ -46,8 +48,8 @@ use crate::proxy::{
     WatchStream,
 };
 use crate::server::{
-    self, shutdown_channel, ConfigSource, FlowControlMode, Running, ServeOptions, ServeParts,
-    ShutdownSignal, ShutdownTrigger,
+    self, shutdown_channel, ConfigSource, ConnectionInfo, FlowControlMode, ProxyBody, Running,
+    ServeOptions, ServeParts, ShutdownSignal, ShutdownTrigger,
 };
 use crate::simulate::shadow::{self, Shadow, ShadowMetrics};
 use crate::upstream::Route;
@@ -279,21 +281,53 @@ impl App {
 
 /// The secure port's handler: the pipeline, with watch responses ending at `watches_end`.
 fn secure_handler(proxy: Arc<Proxy>, watches_end: ShutdownSignal) -> Arc<dyn server::Handler> {
-    Arc::new(move |request: http::Request<hyper::body::Incoming>| {
-        // The pipeline's future is made here, outside the async block: the block then holds
-        // it, not a second copy of the request.
-        let handled = Arc::clone(&proxy).handle(request);
-        let watches_end = watches_end.clone();
-        async move {
-            let response = handled.await;
-            if response.extensions().get::<WatchStream>().is_some()
-                && response.status().is_success()
-            {
-                return response.map(|body| DrainableBody::wrap(body, watches_end));
-            }
-            response
-        }
-    })
+    Arc::new(SecureHandler { proxy, watches_end })
+}
+
+struct SecureHandler {
+    proxy: Arc<Proxy>,
+    watches_end: ShutdownSignal,
+}
+
+impl SecureHandler {
+    fn answer(
+        &self,
+        request: http::Request<hyper::body::Incoming>,
+        connection: Option<Arc<ConnectionInfo>>,
+    ) -> BoxFuture<'static, http::Response<ProxyBody>> {
+        let watches_end = self.watches_end.clone();
+        // A combinator, not an async block: a block awaiting the pipeline's future would hold
+        // it twice (as its capture and as what it awaits), doubling a waiting request's memory.
+        Box::pin(
+            Arc::clone(&self.proxy)
+                .handle(request, connection)
+                .map(move |response| {
+                    if response.extensions().get::<WatchStream>().is_some()
+                        && response.status().is_success()
+                    {
+                        return response.map(|body| DrainableBody::wrap(body, watches_end));
+                    }
+                    response
+                }),
+        )
+    }
+}
+
+impl server::Handler for SecureHandler {
+    fn handle(
+        &self,
+        request: http::Request<hyper::body::Incoming>,
+    ) -> BoxFuture<'static, http::Response<ProxyBody>> {
+        self.answer(request, None)
+    }
+
+    fn handle_on(
+        &self,
+        request: http::Request<hyper::body::Incoming>,
+        connection: &Arc<ConnectionInfo>,
+    ) -> BoxFuture<'static, http::Response<ProxyBody>> {
+        self.answer(request, Some(Arc::clone(connection)))
+    }
 }
 
 fn admin_handler(paths: AdminPaths) -> Arc<dyn server::Handler> {

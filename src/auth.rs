@@ -116,6 +116,8 @@ impl Identity {
             .iter()
             .any(|g| g == AUTHENTICATED_GROUP || g == UNAUTHENTICATED_GROUP);
         if user != ANONYMOUS_USER && !marked {
+            // Exactly one more: the amortised growth would double the list for every request.
+            groups.reserve_exact(1);
             groups.push(AUTHENTICATED_GROUP.to_string());
         }
         Identity {

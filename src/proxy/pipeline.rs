@@ -11,13 +11,13 @@ mod metering;
 mod tests;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::future::OptionFuture;
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Request, Response};
 use http_body::{Body, Frame, SizeHint};
@@ -28,13 +28,14 @@ use self::metering::Execution;
 use super::rejections::{RecentRejections, Rejected};
 use super::{effective_timeout, error_response, ForwardRequest, Forwarder, ProxyBody, ProxyError};
 use crate::auth::{AuthMethod, Authenticator, Identity};
+use crate::classify::Classification;
 use crate::config::{FlowSchemaRef, PriorityLevelRef};
-use crate::fairqueue::admission::{wait_limit, Seat};
+use crate::fairqueue::admission::{wait_limit, Rejection, Seat};
 use crate::fairqueue::controller::FlowControl;
 use crate::fairqueue::flow_request::FlowRequest;
 use crate::fairqueue::work_estimate::{WatchGuard, WorkEstimator};
 use crate::fairqueue::WorkEstimate;
-use crate::metrics::Metrics;
+use crate::metrics::{FlowMetrics, Metrics};
 use crate::request_info::{self, RequestInfo, RequestInfoError};
 use crate::server::ConnectionInfo;
 use crate::simulate::shadow::{self, Shadow, ShadowTickets};
@@ -119,24 +120,30 @@ pub struct WatchStream;
 
 /// What one request has gathered so far; `finish` logs it.
 #[derive(Debug)]
+///
+/// Kept small: it is part of every waiting request's state (BENCHMARKS.md, memory per queued
+/// request); what only the access log reads lives in `logged`.
 struct RequestContext {
     received_at: Instant,
-    peer: Option<SocketAddr>,
-    method: http::Method,
-    auth_method: Option<AuthMethod>,
-    user: String,
+    /// The connection it came on: the client's address and certificates.
+    connection: Option<Arc<ConnectionInfo>>,
     info: Option<Arc<RequestInfo>>,
     /// The matched FlowSchema and its level (for the PF headers and the access log).
     classification: Option<(FlowSchemaRef, PriorityLevelRef)>,
-    estimate: Option<WorkEstimate>,
-    waited: Duration,
     /// What only the access log needs; `None` (no allocation) unless it is enabled.
     logged: Option<Box<Logged>>,
 }
 
-/// The access log's fields beyond the context's own: what a replay (`simulate`) needs.
+/// The access log's fields beyond the context's own (among them what a replay, `simulate`,
+/// needs).
 #[derive(Debug)]
 struct Logged {
+    method: http::Method,
+    auth_method: Option<AuthMethod>,
+    user: String,
+    estimate: Option<WorkEstimate>,
+    /// How long it waited in its queue.
+    waited: Duration,
     /// Wall-clock arrival.
     received: std::time::SystemTime,
     /// Path and query, as received.
@@ -147,6 +154,45 @@ struct Logged {
     at_flow_control: Option<Instant>,
     /// When it got its seats: the start of its execution.
     dispatched: Option<Instant>,
+}
+
+/// What the first phase of the pipeline ([`Proxy::admit`]) decided.
+enum Admission {
+    /// Its turn came (or flow control is a dry run).
+    Admitted(Admitted),
+    /// A long-running request other than a watch, answered without flow control.
+    Bypassed(Response<ProxyBody>),
+}
+
+/// A classified request about to take its turn ([`Proxy::take_turn`]).
+struct Turn<A> {
+    class: Classification,
+    flow: Arc<FlowMetrics>,
+    /// Its level is exempt (no wait is observed).
+    exempt: bool,
+    shadows: ShadowTickets,
+    /// The future of its admission; `None` in a dry run.
+    admitting: Option<A>,
+}
+
+/// What a request that took its turn carries into its execution.
+struct Admitted {
+    identity: Identity,
+    info: Arc<RequestInfo>,
+    query: Option<String>,
+    /// Its level is exempt (no wait is observed).
+    exempt: bool,
+    flow: Arc<FlowMetrics>,
+    shadows: ShadowTickets,
+    /// `None` in a dry run.
+    seat: Option<Seat>,
+}
+
+/// The error of a stage that finds the request gone from its slot (a bug, never a client's).
+fn already_forwarded() -> ProxyError {
+    ProxyError::Internal {
+        message: "the request was already forwarded".to_string(),
+    }
 }
 
 // === impl Proxy ===
@@ -227,15 +273,25 @@ impl Proxy {
     /// layer that took the request by value would hold its own copy of it while the request waits
     /// in a queue. Here the request is stored once, in the returned future, and lent to the
     /// pipeline's stages.
+    ///
+    /// `connection` is the one the request came on; `None` takes it from the request's
+    /// extensions.
     pub fn handle<B>(
         self: Arc<Self>,
         request: Request<B>,
+        connection: Option<Arc<ConnectionInfo>>,
     ) -> impl Future<Output = Response<ProxyBody>> + Send + 'static
     where
         B: Body<Data = Bytes> + Send + Sync + 'static,
         B::Error: Into<super::BoxError>,
     {
-        let mut ctx = RequestContext::new(&request);
+        let connection = connection.or_else(|| {
+            request
+                .extensions()
+                .get::<ConnectionInfo>()
+                .map(|c| Arc::new(c.clone()))
+        });
+        let mut ctx = RequestContext::new(&request, connection);
         let mut request = Some(request);
         async move {
             // Counts the request as abandoned if this future is dropped (the client went away)
@@ -256,6 +312,9 @@ impl Proxy {
     }
 
     /// The pipeline; `slot` holds the request until it is forwarded.
+    ///
+    /// Two phases with a small hand-over between them ([`Admitted`]): a request waiting in a
+    /// queue holds the first phase's state only, and a request upstream the second's.
     async fn run<B>(
         &self,
         ctx: &mut RequestContext,
@@ -265,10 +324,27 @@ impl Proxy {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<super::BoxError>,
     {
+        let admitted = match self.admit(ctx, slot).await? {
+            Admission::Admitted(admitted) => admitted,
+            Admission::Bypassed(response) => return Ok(response),
+        };
+        self.execute(ctx, slot, admitted).await
+    }
+
+    /// Everything before a request goes upstream: its attributes, authentication, impersonation
+    /// and body checks, classification, and its turn in flow control. Long-running requests
+    /// other than watches are forwarded from here, without flow control.
+    async fn admit<B>(
+        &self,
+        ctx: &mut RequestContext,
+        slot: &mut Option<Request<B>>,
+    ) -> Result<Admission, ProxyError>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<super::BoxError>,
+    {
         let Some(request) = slot.as_ref() else {
-            return Err(ProxyError::Internal {
-                message: "the request was already forwarded".to_string(),
-            });
+            return Err(already_forwarded());
         };
         // The apiserver's outer filters (RequestInfo, then RequestDeadline) run before
         // authentication and flow control: a request they refuse gets 400 from any caller and
@@ -285,30 +361,92 @@ impl Proxy {
         };
         let identity = self.authenticate(ctx, slot).await?;
         let Some(request) = slot.as_ref() else {
-            return Err(ProxyError::Internal {
-                message: "the request was already forwarded".to_string(),
-            });
+            return Err(already_forwarded());
         };
         // The apiserver's impersonation filter runs after authentication and before flow
         // control: a refused impersonation never takes a seat.
         self.forwarder.check_impersonation(request.headers())?;
         if long_running && info.verb != "watch" {
             // Like the apiserver: exec, attach, port-forward, proxy and log follow bypass APF.
-            return self.forward(ctx, slot, &identity, true).await;
+            let response = self.forward(ctx, slot, &identity, true).await?;
+            return Ok(Admission::Bypassed(response));
         }
         check_body_size(&info, request.headers(), self.max_request_bytes)?;
-        let snapshot = self.flow_control.snapshot();
         let now = Instant::now();
         if let Some(logged) = &mut ctx.logged {
             logged.at_flow_control = Some(now);
         }
         let wait_limit = wait_limit(timeout).saturating_sub(now - ctx.received_at);
+        let Turn {
+            class,
+            flow,
+            exempt,
+            shadows,
+            admitting,
+        } = self.take_turn(ctx, &identity, &info, query.as_deref(), wait_limit)?;
+        let seat = match OptionFuture::from(admitting).await {
+            None => None,
+            Some(answer) => match answer {
+                Ok(seat) => Some(seat),
+                Err(rejection) => {
+                    let (pl_name, fs_name) =
+                        (&*class.priority_level.name, &*class.flow_schema.name);
+                    metering::record_rejection(&self.metrics, fs_name, &info.verb, &rejection);
+                    let url = slot
+                        .as_ref()
+                        .and_then(|r| r.uri().path_and_query())
+                        .map_or("", |p| p.as_str());
+                    self.rejections.record(&Rejected {
+                        priority_level: pl_name,
+                        flow_schema: fs_name,
+                        flow_distinguisher: &class.flow_distinguisher,
+                        reason: rejection.reason.as_str(),
+                        waited: rejection.waited,
+                        method: slot.as_ref().map_or("", |r| r.method().as_str()),
+                        url,
+                        user: &identity.user,
+                        groups: &identity.groups,
+                    });
+                    if let Some(logged) = &mut ctx.logged {
+                        logged.waited = rejection.waited;
+                    }
+                    return Err(ProxyError::TooManyRequests {
+                        retry_after_seconds: u32::try_from(rejection.retry_after)
+                            .unwrap_or(u32::MAX),
+                    });
+                }
+            },
+        };
+        Ok(Admission::Admitted(Admitted {
+            identity,
+            info,
+            query,
+            exempt,
+            flow,
+            shadows,
+            seat,
+        }))
+    }
+
+    /// Classifies the request against the configuration in force and sets up its turn: its
+    /// classification, its flow's metrics, whether its level is exempt, its shadows' tickets and
+    /// the future of its admission (`None` in a dry run). Not `async`: nothing of this is kept
+    /// while the request waits but what it returns.
+    fn take_turn(
+        &self,
+        ctx: &mut RequestContext,
+        identity: &Identity,
+        info: &Arc<RequestInfo>,
+        query: Option<&str>,
+        wait_limit: Duration,
+    ) -> Result<Turn<impl Future<Output = Result<Seat, Rejection>> + Send + '_>, ProxyError> {
+        let snapshot = self.flow_control.snapshot();
         let prepared = FlowRequest::prepare(
             &snapshot,
             &self.estimator,
-            &identity,
-            &info,
-            query.as_deref(),
+            identity,
+            info,
+            query,
             wait_limit,
             true,
         );
@@ -324,75 +462,75 @@ impl Proxy {
             Arc::clone(&class.priority_level),
         ));
         let estimate = admit.estimate;
-        ctx.estimate = Some(estimate);
-        let (pl_name, fs_name) = (&*class.priority_level.name, &*class.flow_schema.name);
-        let flow = self.metrics.flow(pl_name, fs_name);
-        metering::record_estimate(&flow, &self.estimator, &info, &estimate);
-        let mut shadows = shadow::observe_all(
-            &self.shadows,
-            &identity,
-            &info,
-            query.as_deref(),
-            wait_limit,
-        );
-        let mut seat = if self.dry_run {
-            None
-        } else {
-            match self.flow_control.admit(&level, admit).await {
-                Ok(seat) => Some(seat),
-                Err(rejection) => {
-                    metering::record_rejection(&self.metrics, fs_name, &info.verb, &rejection);
-                    let url = slot
-                        .as_ref()
-                        .and_then(|r| r.uri().path_and_query())
-                        .map_or("", |p| p.as_str());
-                    self.rejections.record(&Rejected {
-                        priority_level: pl_name,
-                        flow_schema: fs_name,
-                        flow_distinguisher: &class.flow_distinguisher,
-                        reason: rejection.reason.as_str(),
-                        waited: rejection.waited,
-                        method: ctx.method.as_str(),
-                        url,
-                        user: &identity.user,
-                        groups: &identity.groups,
-                    });
-                    ctx.waited = rejection.waited;
-                    return Err(ProxyError::TooManyRequests {
-                        retry_after_seconds: u32::try_from(rejection.retry_after)
-                            .unwrap_or(u32::MAX),
-                    });
-                }
-            }
-        };
-        shadows.start();
-        ctx.waited = seat.as_ref().map_or(Duration::ZERO, Seat::waited);
         if let Some(logged) = &mut ctx.logged {
-            logged.dispatched = Some(Instant::now());
+            logged.estimate = Some(estimate);
         }
-        if !level.is_exempt() {
-            flow.observe_wait(true, ctx.waited);
-        }
-        let execution = Execution::start(&self.metrics, flow, &info.verb);
-        if info.verb == "watch" {
-            let watch = self.estimator.watches().register(&info, query.as_deref());
-            let response = self.forward(ctx, slot, &identity, true).await;
-            // The watch is established upstream once its response head is here: its seats go
-            // back to the level while the stream goes on (the tracker entry stays until the end).
-            if let Some(seat) = &mut seat {
-                seat.finish_early();
+        let flow = self
+            .metrics
+            .flow(&class.priority_level.name, &class.flow_schema.name);
+        metering::record_estimate(&flow, &self.estimator, info, &estimate);
+        let shadows = shadow::observe_all(&self.shadows, identity, info, query, wait_limit);
+        let admitting = (!self.dry_run).then(|| self.flow_control.admit(&level, admit));
+        Ok(Turn {
+            class,
+            flow,
+            exempt: level.is_exempt(),
+            shadows,
+            admitting,
+        })
+    }
+
+    /// A request's execution: upstream, holding its seats until its response ends (a watch's
+    /// until its response head is here).
+    ///
+    /// Not an `async fn`: one would keep a second copy of `admitted` (BENCHMARKS.md).
+    #[allow(clippy::manual_async_fn)] // on purpose, see above
+    fn execute<'a, B>(
+        &'a self,
+        ctx: &'a mut RequestContext,
+        slot: &'a mut Option<Request<B>>,
+        mut admitted: Admitted,
+    ) -> impl Future<Output = Result<Response<ProxyBody>, ProxyError>> + Send + 'a
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<super::BoxError>,
+    {
+        async move {
+            admitted.shadows.start();
+            let waited = admitted.seat.as_ref().map_or(Duration::ZERO, Seat::waited);
+            if let Some(logged) = &mut ctx.logged {
+                logged.dispatched = Some(Instant::now());
+                logged.waited = waited;
             }
-            drop(shadows);
-            drop(execution);
-            return response.map(|r| {
-                let mut r = r.map(|body| SeatBody::wrap(body, None, watch, None, None));
-                r.extensions_mut().insert(WatchStream);
-                r
-            });
+            if !admitted.exempt {
+                admitted.flow.observe_wait(true, waited);
+            }
+            let execution = Execution::start(&self.metrics, admitted.flow, &admitted.info.verb);
+            if admitted.info.verb == "watch" {
+                let watch = self
+                    .estimator
+                    .watches()
+                    .register(&admitted.info, admitted.query.as_deref());
+                let response = self.forward(ctx, slot, &admitted.identity, true).await;
+                // The watch is established upstream once its response head is here: its seats
+                // go back to the level while the stream goes on (the tracker entry stays until
+                // the end).
+                if let Some(seat) = &mut admitted.seat {
+                    seat.finish_early();
+                }
+                drop(admitted.shadows);
+                drop(execution);
+                return response.map(|r| {
+                    let mut r = r.map(|body| SeatBody::wrap(body, None, watch, None, None));
+                    r.extensions_mut().insert(WatchStream);
+                    r
+                });
+            }
+            let response = self.forward(ctx, slot, &admitted.identity, false).await?;
+            let shadows = (!admitted.shadows.is_empty()).then_some(admitted.shadows);
+            Ok(response
+                .map(|body| SeatBody::wrap(body, admitted.seat, None, Some(execution), shadows)))
         }
-        let response = self.forward(ctx, slot, &identity, false).await?;
-        let shadows = (!shadows.is_empty()).then_some(shadows);
-        Ok(response.map(|body| SeatBody::wrap(body, seat, None, Some(execution), shadows)))
     }
 
     async fn authenticate<B>(
@@ -401,26 +539,21 @@ impl Proxy {
         slot: &Option<Request<B>>,
     ) -> Result<Identity, ProxyError> {
         let Some(request) = slot else {
-            return Err(ProxyError::Internal {
-                message: "the request was already forwarded".to_string(),
-            });
+            return Err(already_forwarded());
         };
-        let peer_certificates = request
-            .extensions()
-            .get::<ConnectionInfo>()
-            .and_then(|c| c.peer_certificates.clone());
+        let peer_certificates = ctx
+            .connection
+            .as_ref()
+            .and_then(|c| c.peer_certificates.as_deref());
         let result = self
             .authenticator
-            .authenticate(
-                request.headers(),
-                peer_certificates.as_deref().map(Vec::as_slice),
-            )
+            .authenticate(request.headers(), peer_certificates.map(Vec::as_slice))
             .await;
         match result {
             Ok(authenticated) => {
-                ctx.auth_method = Some(authenticated.method);
                 if let Some(logged) = &mut ctx.logged {
-                    ctx.user.clone_from(&authenticated.identity.user);
+                    logged.auth_method = Some(authenticated.method);
+                    logged.user.clone_from(&authenticated.identity.user);
                     logged.groups =
                         serde_json::to_string(&authenticated.identity.groups).unwrap_or_default();
                 }
@@ -447,14 +580,12 @@ impl Proxy {
         B::Error: Into<super::BoxError>,
     {
         let Some(request) = slot.take() else {
-            return Err(ProxyError::Internal {
-                message: "the request was already forwarded".to_string(),
-            });
+            return Err(already_forwarded());
         };
         let forward = ForwardRequest {
             identity,
             long_running,
-            peer: ctx.peer,
+            peer: ctx.connection.as_ref().map(|c| c.remote_addr),
             received_at: Some(ctx.received_at),
         };
         let started = Instant::now();
@@ -512,22 +643,19 @@ fn set_pf_headers(
 // === impl RequestContext ===
 
 impl RequestContext {
-    fn new<B>(request: &Request<B>) -> Self {
+    fn new<B>(request: &Request<B>, connection: Option<Arc<ConnectionInfo>>) -> Self {
         RequestContext {
             received_at: Instant::now(),
-            peer: request
-                .extensions()
-                .get::<ConnectionInfo>()
-                .map(|c| c.remote_addr),
-            method: request.method().clone(),
-            auth_method: None,
-            user: String::new(),
+            connection,
             info: None,
             classification: None,
-            estimate: None,
-            waited: Duration::ZERO,
             logged: access_log_enabled().then(|| {
                 Box::new(Logged {
+                    method: request.method().clone(),
+                    auth_method: None,
+                    user: String::new(),
+                    estimate: None,
+                    waited: Duration::ZERO,
                     received: std::time::SystemTime::now(),
                     uri: request
                         .uri()
@@ -560,20 +688,20 @@ impl RequestContext {
             });
         tracing::debug!(
             target: "kube_apf_proxy::access",
-            method = %self.method,
-            user = %self.user,
+            method = %logged.method,
+            user = %logged.user,
             groups = %logged.groups,
             uri = %logged.uri,
             received = %crate::server::debug_dump::format_rfc3339_nano(Some(arrival)),
-            auth = self.auth_method.map_or("", AuthMethod::as_str),
+            auth = logged.auth_method.map_or("", AuthMethod::as_str),
             verb = info.map_or("", |i| i.verb.as_str()),
             path = info.map_or("", |i| i.path.as_str()),
             resource = info.map_or("", |i| i.resource.as_str()),
             namespace = info.map_or("", |i| i.namespace.as_str()),
             flow_schema = class.map_or("", |(fs, _)| fs.name.as_str()),
             priority_level = class.map_or("", |(_, pl)| pl.name.as_str()),
-            seats = self.estimate.map_or(0, |e| e.max_seats()),
-            queue_wait_ms = self.waited.as_secs_f64() * 1e3,
+            seats = logged.estimate.map_or(0, |e| e.max_seats()),
+            queue_wait_ms = logged.waited.as_secs_f64() * 1e3,
             status = status.as_u16(),
             duration_ms = self.received_at.elapsed().as_secs_f64() * 1e3,
             execution_ms = logged.dispatched.map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3),

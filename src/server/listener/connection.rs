@@ -77,10 +77,10 @@ pub(super) async fn serve(
     };
     let session = tls.get_ref().1;
     ctx.stats.handshake_completed(Negotiated::of(session));
-    let info = ConnectionInfo {
+    let info = Arc::new(ConnectionInfo {
         remote_addr,
         peer_certificates: session.peer_certificates().map(|c| Arc::new(c.to_vec())),
-    };
+    });
     tracing::debug!(
         alpn = session.alpn_protocol().map(String::from_utf8_lossy).as_deref(),
         tls_version = ?session.protocol_version(),
@@ -260,10 +260,11 @@ impl Drop for ActiveConnection<'_> {
     }
 }
 
-/// The per-connection hyper service: adds `ConnectionInfo`, tracks requests in flight.
+/// The per-connection hyper service: gives the handler the `ConnectionInfo`, tracks requests in
+/// flight.
 struct ConnectionService {
     handler: Arc<dyn Handler>,
-    info: ConnectionInfo,
+    info: Arc<ConnectionInfo>,
     activity: Arc<Activity>,
 }
 
@@ -272,11 +273,10 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
     type Error = Infallible;
     type Future = TrackedResponse;
 
-    fn call(&self, mut request: Request<Incoming>) -> Self::Future {
-        request.extensions_mut().insert(self.info.clone());
+    fn call(&self, request: Request<Incoming>) -> Self::Future {
         let guard = InFlight::enter(Arc::clone(&self.activity));
         TrackedResponse {
-            response: self.handler.handle(request),
+            response: self.handler.handle_on(request, &self.info),
             guard: Some(guard),
         }
     }
