@@ -9,6 +9,8 @@
 //!   then `SCALE_QUEUED` requests (5,000) queued behind a stalled upstream and the RSS per
 //!   queued request. `SCALE_PROTOCOL=h1` runs it over HTTP/1.1 both ways instead (a client
 //!   connection and an upstream connection per watch; mind the open-file limit).
+//!   `SCALE_PROFILE_QUEUED=1` ends the run there, the proxy killed while its requests wait, for
+//!   a heap profile (BENCHMARKS.md).
 //! - `relay`: `RELAY_WATCHES` watches (1,000) with an event every `RELAY_EVENT_MS` (50) for
 //!   `RELAY_SECS` (10), through the proxy and through nginx (`proxy_buffering off`) in one run:
 //!   events per second and CPU per event of each.
@@ -380,6 +382,21 @@ async fn memory() {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (_, queued_rss) = proxy.memory_kib();
+    if knob("SCALE_PROFILE_QUEUED", 0) != 0 {
+        // The proxy dies with its requests waiting: a heap profiler wrapping it
+        // (`PROXY_WRAPPER`) then reports what they hold as never freed (BENCHMARKS.md).
+        let config_dir = format!("--config-dir={}", sub.join("flowcontrol").display());
+        let _ = std::process::Command::new("pkill")
+            .args(["-KILL", "-f", "--", &config_dir])
+            .status();
+        println!(
+            "| RSS per queued request (the proxy killed here for the profile) | {} KiB |",
+            kib_per(queued_rss.saturating_sub(before_queue_rss), queued_n)
+        );
+        // Time for the profiler to write its file.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        std::process::exit(0);
+    }
     upstream.stall(false);
     let mut outcomes = Outcomes::default();
     for request in queued {

@@ -8,7 +8,9 @@ use kube_apf_proxy::cli;
 
 /// The proxy allocates and frees many small buffers per request (headers, attributes, bodies);
 /// mimalloc's thread-local free lists are measurably cheaper at that than glibc's malloc
-/// (BENCHMARKS.md).
+/// (BENCHMARKS.md). The `system-allocator` feature leaves it out, for heap profilers that only
+/// see the system's malloc (heaptrack; BENCHMARKS.md, memory per queued request).
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use kube_apf_proxy::server::ServeOptions;

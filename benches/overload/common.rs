@@ -345,8 +345,11 @@ pub async fn start_proxy_to(
     extra: &[String],
 ) -> (Process, String, String) {
     let (port, admin) = (free_port(), free_port());
-    // `PROXY_WRAPPER="heaptrack -o /tmp/proxy"` runs the proxy under a profiler.
-    let wrapper = std::env::var("PROXY_WRAPPER").unwrap_or_default();
+    // `PROXY_WRAPPER="heaptrack -o /tmp/proxy-{port}"` runs the proxy under a profiler (`{port}`
+    // becomes the proxy's port: one output per proxy a benchmark starts).
+    let wrapper = std::env::var("PROXY_WRAPPER")
+        .unwrap_or_default()
+        .replace("{port}", &port.to_string());
     let mut command = wrapper.split_whitespace();
     let mut command = match command.next() {
         Some(program) => {
