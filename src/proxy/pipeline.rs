@@ -119,10 +119,10 @@ impl Drop for Unanswered<'_> {
 pub struct WatchStream;
 
 /// What one request has gathered so far; `finish` logs it.
-#[derive(Debug)]
 ///
 /// Kept small: it is part of every waiting request's state (BENCHMARKS.md, memory per queued
 /// request); what only the access log reads lives in `logged`.
+#[derive(Debug)]
 struct RequestContext {
     received_at: Instant,
     /// The connection it came on: the client's address and certificates.
