@@ -318,7 +318,13 @@ impl server::Handler for SecureHandler {
         &self,
         request: http::Request<hyper::body::Incoming>,
     ) -> BoxFuture<'static, http::Response<ProxyBody>> {
-        self.answer(request, None)
+        // Not what the server calls (that is `handle_on`): the connection is in the extensions.
+        let connection = request
+            .extensions()
+            .get::<ConnectionInfo>()
+            .cloned()
+            .map(Arc::new);
+        self.answer(request, connection)
     }
 
     fn handle_on(

@@ -2,10 +2,10 @@
 //!
 //! The one seam to the request pipeline is [`run`] (or [`run_with`] / [`start`] with
 //! [`ServeParts`]): it takes the serve flags and a [`Handler`], which gets every request with its
-//! [`ConnectionInfo`] (in its extensions, or beside it) and must always answer (errors become responses in the
-//! handler; the server never writes one itself, except hyper's own 400/431, without a body, for
-//! unparseable or oversized HTTP/1 heads). [`SecureServer`] and [`AdminServer`] are the building
-//! blocks, usable alone in tests.
+//! [`ConnectionInfo`] (in its extensions, or beside it) and must always answer (errors become
+//! responses in the handler; the server never writes one itself, except hyper's own 400/431,
+//! without a body, for unparseable or oversized HTTP/1 heads). [`SecureServer`] and
+//! [`AdminServer`] are the building blocks, usable alone in tests.
 
 mod admin;
 pub mod debug_dump;

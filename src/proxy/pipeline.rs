@@ -274,8 +274,8 @@ impl Proxy {
     /// in a queue. Here the request is stored once, in the returned future, and lent to the
     /// pipeline's stages.
     ///
-    /// `connection` is the one the request came on; `None` takes it from the request's
-    /// extensions.
+    /// `connection` is the one the request came on (`None`: unknown, so no peer address and no
+    /// client certificate).
     pub fn handle<B>(
         self: Arc<Self>,
         request: Request<B>,
@@ -285,12 +285,6 @@ impl Proxy {
         B: Body<Data = Bytes> + Send + Sync + 'static,
         B::Error: Into<super::BoxError>,
     {
-        let connection = connection.or_else(|| {
-            request
-                .extensions()
-                .get::<ConnectionInfo>()
-                .map(|c| Arc::new(c.clone()))
-        });
         let mut ctx = RequestContext::new(&request, connection);
         let mut request = Some(request);
         async move {
