@@ -551,7 +551,7 @@ async fn refresh_object_counts(upstream: UpstreamClient, estimator: WorkEstimato
     }
 }
 
-async fn scrape_metrics(upstream: &UpstreamClient) -> Result<String, crate::proxy::BoxError> {
+async fn scrape_metrics(upstream: &UpstreamClient) -> Result<String, crate::body::BoxError> {
     let request = Request::builder()
         .method(Method::GET)
         .uri(upstream.uri_for("/metrics")?)

@@ -31,9 +31,10 @@ use k8s_openapi::List;
 use tokio::time::Instant;
 
 use crate::app::Reloader;
-use crate::proxy::{empty_body, UpstreamAuth, UpstreamClient};
+use crate::body::empty_body;
 use crate::server::ReadyFlag;
 use crate::upstream::Route;
+use crate::upstream::{UpstreamAuth, UpstreamClient};
 pub use metrics::SourceMetrics;
 use objects::{collection_path, Applied, ClusterObjects, Kind};
 use watch_stream::WatchDecoder;
@@ -272,7 +273,7 @@ impl ClusterSource {
         &self,
         path_and_query: &str,
         watch: bool,
-    ) -> Result<http::Response<crate::proxy::UpstreamBody>, SourceError> {
+    ) -> Result<http::Response<crate::upstream::UpstreamBody>, SourceError> {
         let uri = self
             .upstream
             .uri_for(path_and_query)

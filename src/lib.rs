@@ -8,6 +8,7 @@
 pub mod admission;
 pub mod app;
 pub mod auth;
+pub mod body;
 pub mod classify;
 pub mod cli;
 pub mod config;

@@ -22,10 +22,7 @@ mod token_review;
 mod upgrade;
 pub(crate) mod upstream_config;
 
-use bytes::Bytes;
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Empty, Full};
-
+pub use crate::body::{empty_body, full_body, BoxError, ProxyBody};
 pub use crate::upstream::{UpstreamAuth, UpstreamBody, UpstreamClient};
 pub use error::{
     error_response, status_body, ProxyError, Status, StatusCause, StatusDetails, UpstreamError,
@@ -42,21 +39,3 @@ pub use upstream_config::{
     ClientIdentity, Credential, InClusterEnv, ResolvedUpstream, UpstreamConfig,
     UpstreamConfigError, IN_CLUSTER_SERVICE_ACCOUNT_DIR,
 };
-
-/// A boxed error, as bodies and services carry them.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// The body of every response the proxy writes or forwards (the server uses the same type).
-pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
-
-/// A body of one in-memory chunk.
-pub fn full_body(bytes: impl Into<Bytes>) -> ProxyBody {
-    Full::new(bytes.into())
-        .map_err(|never| match never {})
-        .boxed_unsync()
-}
-
-/// An empty body.
-pub fn empty_body() -> ProxyBody {
-    Empty::new().map_err(|never| match never {}).boxed_unsync()
-}

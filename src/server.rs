@@ -38,7 +38,7 @@ pub use tls::{
     build_server_tls, load_client_ca_roots, ServerTls, TlsConfigCell, TlsError, TlsSettings,
 };
 
-pub use crate::proxy::{full_body, BoxError, ProxyBody};
+pub use crate::body::{full_body, BoxError, ProxyBody};
 
 /// Who is on the other end of a connection; in the extensions of every request.
 #[derive(Debug, Clone)]

@@ -30,11 +30,12 @@ use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::HttpConnector;
 use rustls::ClientConfig;
 
+use crate::body::ProxyBody;
 use crate::proxy::exec_credential::ExecCertResolver;
 use crate::proxy::upstream_config::{
     ClientIdentity, Credential, ResolvedUpstream, UpstreamConfigError,
 };
-use crate::proxy::{ProxyBody, UpstreamError};
+use crate::proxy::UpstreamError;
 use limits::ConnectionBudget;
 pub use limits::{Protocol, Route, UpstreamLimits, UpstreamStats, DEFAULT_MAX_CONNECTIONS};
 use pool::Pool;

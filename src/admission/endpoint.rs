@@ -16,10 +16,10 @@ use sha2::{Digest, Sha256};
 
 use super::metrics::{AdmissionMetrics, ReviewResult};
 use super::{parse_review, ReviewResponse, Reviewer};
+use crate::body::{full_body, BoxError, ProxyBody};
 use crate::config::load::{read_dir, SourceFile};
 use crate::config::parse::Format;
 use crate::lint::LintOptions;
-use crate::proxy::{full_body, BoxError, ProxyBody};
 use crate::server::tls::TlsMinVersion;
 use crate::server::{
     build_server_tls, ConnectionLimits, SecureServer, ServerTls, ShutdownSignal, TlsSettings,

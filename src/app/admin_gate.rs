@@ -15,7 +15,8 @@ use prometheus::{IntCounterVec, Opts, Registry};
 
 use crate::auth::authorize::{non_resource_verb, Authorization, Authorizer, Decision};
 use crate::auth::{Authenticator, Identity, ANONYMOUS_USER};
-use crate::proxy::{error_response, ProxyBody, ProxyError};
+use crate::body::ProxyBody;
+use crate::proxy::{error_response, ProxyError};
 use crate::server::{AdminGate, ConnectionInfo};
 
 /// Authentication, then SubjectAccessReview, for every admin path but the health endpoints.

@@ -14,11 +14,11 @@ use http::header::{HeaderValue, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
 use http::{Response, StatusCode};
 use tokio::time::Instant;
 
+use crate::body::{full_body, ProxyBody};
 use crate::fairqueue::controller::{FlowControl, LevelInfo};
 use crate::fairqueue::queueset::RequestDump;
 use crate::metrics::Metrics;
 use crate::proxy::rejections::{RecentRejections, RejectedRequest};
-use crate::proxy::{full_body, ProxyBody};
 use crate::server::debug_dump::{self, PriorityLevelRow, QueueRow, RequestRow, WallClock};
 use crate::server::not_found;
 use crate::simulate::shadow::Shadow;

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 
-use crate::proxy::{BoxError, ProxyBody};
+use crate::body::{BoxError, ProxyBody};
 use crate::server::ShutdownSignal;
 
 /// A watch's response body that ends when `signal` fires.
@@ -53,7 +53,7 @@ impl Body for DrainableBody {
             tracing::debug!("Shutting down: watch ended");
             self.ended = true;
             // Dropping the upstream stream releases its watch registration now.
-            self.inner = crate::proxy::empty_body();
+            self.inner = crate::body::empty_body();
             return Poll::Ready(None);
         }
         Poll::Pending

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use http::{Method, Request, StatusCode};
 
-use crate::proxy::{empty_body, UpstreamAuth, UpstreamClient};
+use crate::body::empty_body;
 use crate::server::ReadyFlag;
 use crate::upstream::Route;
+use crate::upstream::{UpstreamAuth, UpstreamClient};
 
 /// How long one health check may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,7 +44,7 @@ pub async fn wait_for_upstream(upstream: UpstreamClient, ready: ReadyFlag) {
 /// The upstream's answer to `GET /readyz`, if it counts as up: anything but a 5xx (an
 /// apiserver that is starting answers 500; one that does not let the proxy read health endpoints
 /// answers 401 or 403, and a fake or an older server may answer 404: all of them are up).
-async fn probe(upstream: &UpstreamClient) -> Result<StatusCode, crate::proxy::BoxError> {
+async fn probe(upstream: &UpstreamClient) -> Result<StatusCode, crate::body::BoxError> {
     let request = Request::builder()
         .method(Method::GET)
         .uri(upstream.uri_for("/readyz")?)

@@ -8,12 +8,12 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::*;
+use crate::body::BoxError;
 use crate::fairqueue::controller::FlowControl;
-use crate::proxy::BoxError;
 use crate::server::shutdown_channel;
 
 /// A body fed frame by frame through a channel.
-fn channel_body() -> (mpsc::Sender<Bytes>, crate::proxy::ProxyBody) {
+fn channel_body() -> (mpsc::Sender<Bytes>, crate::body::ProxyBody) {
     let (tx, mut rx) = mpsc::channel::<Bytes>(4);
     let stream = futures_util::stream::poll_fn(move |cx| {
         rx.poll_recv(cx)

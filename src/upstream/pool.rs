@@ -45,7 +45,8 @@ use tower_service::Service;
 
 use super::frames::{PeerSettings, Watched};
 use super::limits::{ConnectionBudget, ConnectionPermit, Protocol, Route};
-use crate::proxy::{ProxyBody, UpstreamError};
+use crate::body::ProxyBody;
+use crate::proxy::UpstreamError;
 pub use body::PooledBody;
 use streams::{H2Conn, Refusal, Replay, StreamSlot};
 

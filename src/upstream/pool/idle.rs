@@ -9,7 +9,7 @@ use hyper::client::conn::http1;
 use tokio::time::Instant;
 
 use super::{reap, Pool, PooledBody, IDLE_TIMEOUT, MAX_IDLE};
-use crate::proxy::ProxyBody;
+use crate::body::ProxyBody;
 
 /// An HTTP/1.1 connection with nothing in flight.
 pub(super) struct Idle {

@@ -10,7 +10,7 @@ use http::{HeaderMap, Method, Request, Uri, Version};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use crate::proxy::{empty_body, ProxyBody};
+use crate::body::{empty_body, ProxyBody};
 use crate::upstream::frames::PeerSettings;
 use crate::upstream::limits::{Route, UpstreamStats};
 

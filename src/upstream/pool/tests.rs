@@ -14,7 +14,7 @@ use http::StatusCode;
 use hyper::body::Incoming;
 
 use super::*;
-use crate::proxy::empty_body;
+use crate::body::empty_body;
 use crate::upstream::limits::UpstreamLimits;
 
 /// A plain-HTTP upstream on port 0 that counts the connections it accepts.

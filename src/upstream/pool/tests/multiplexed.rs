@@ -351,7 +351,7 @@ async fn a_refused_read_is_sent_again_and_a_refused_body_is_a_503() {
     let upstream = refusing(1, ::h2::Reason::REFUSED_STREAM).await;
     let pool = upstream.pool(UpstreamLimits::default());
     let post = Request::post("/api/v1/namespaces/ns/pods")
-        .body(crate::proxy::full_body("{}"))
+        .body(crate::body::full_body("{}"))
         .expect("request");
     let error = pool.send(post, Route::Short).await.expect_err("refused");
     assert!(matches!(error, UpstreamError::Unavailable(_)), "{error:?}");
