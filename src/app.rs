@@ -34,6 +34,7 @@ use tokio::time::Instant;
 
 use crate::auth::authorize::{AccessReviewTransport, Authorizer, AuthorizerConfig};
 use crate::auth::{AuthConfig, Authenticator, RequestHeaderConfig, TokenReviewConfig};
+use crate::body::empty_body;
 use crate::config::Config;
 use crate::config_source::{ClusterSource, SourceMetrics};
 use crate::fairqueue::admission::AdmissionObserver;
@@ -43,16 +44,14 @@ use crate::fairqueue::borrowing::{
 use crate::fairqueue::controller::FlowControl;
 use crate::fairqueue::work_estimate::WorkEstimator;
 use crate::metrics::Metrics;
-use crate::proxy::{
-    empty_body, Forwarder, ForwarderConfig, Proxy, UpstreamAuth, UpstreamClient, UpstreamConfig,
-    WatchStream,
-};
+use crate::proxy::{Forwarder, ForwarderConfig, Proxy, WatchStream};
 use crate::server::{
     self, shutdown_channel, ConfigSource, ConnectionInfo, FlowControlMode, ProxyBody, Running,
     ServeOptions, ServeParts, ShutdownSignal, ShutdownTrigger,
 };
 use crate::simulate::shadow::{self, Shadow, ShadowMetrics};
 use crate::upstream::Route;
+use crate::upstream::{UpstreamAuth, UpstreamClient, UpstreamConfig};
 
 /// How often the upstream's `/metrics` is read for object counts (the apiserver updates its
 /// own counts about once a minute).
@@ -66,7 +65,7 @@ const MAX_UPSTREAM_METRICS: usize = 64 * 1024 * 1024;
 pub enum StartError {
     /// The upstream flags, kubeconfig or in-cluster environment are unusable.
     #[error("upstream: {0}")]
-    Upstream(#[from] crate::proxy::UpstreamConfigError),
+    Upstream(#[from] crate::upstream::UpstreamConfigError),
     /// The identity-forwarding mode lacks the credentials it needs.
     #[error("identity forwarding: {0}")]
     Forwarding(#[from] crate::proxy::ForwarderConfigError),

@@ -59,7 +59,7 @@ pub fn watch_stream(body: &[u8], split: usize) {
 /// Parses `stdout` as an exec credential plugin's output (v1 asked for); a refusal never
 /// repeats the token it was given.
 pub fn exec_credential(stdout: &[u8]) {
-    use crate::proxy::exec_credential::parse_output;
+    use crate::upstream::exec_credential::parse_output;
     let parse = || {
         parse_output("plugin", "client.authentication.k8s.io/v1", stdout)
             .map(|c| (c.token, c.client_key.is_some(), c.expires))

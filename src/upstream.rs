@@ -1,4 +1,7 @@
-//! The upstream client: pooled connections over rustls (`pool`: hyper's connection-level
+//! The whole upstream client: where the upstream is and how the proxy proves itself to it
+//! ([`UpstreamConfig`] → [`ResolvedUpstream`]: flags, a kubeconfig, or the in-cluster service
+//! account; client-go's exec credential plugins in [`exec_credential`]), why an exchange failed
+//! ([`UpstreamError`]), and the client itself: pooled connections over rustls (`pool`: hyper's connection-level
 //! client, one keyless pool per upstream and TLS identity), HTTP/2 when the upstream offers it by
 //! ALPN, and the proxy's own credentials.
 //!
@@ -14,11 +17,15 @@
 //! try the client certificate before the bearer token, so presenting it would make every caller
 //! the proxy.
 
+mod error;
+pub mod exec_credential;
 pub(crate) mod frames;
 mod insecure;
+mod kubeconfig;
 pub mod limits;
 mod pool;
 mod token;
+mod upstream_config;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,16 +38,18 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use rustls::ClientConfig;
 
 use crate::body::ProxyBody;
-use crate::proxy::exec_credential::ExecCertResolver;
-use crate::proxy::upstream_config::{
-    ClientIdentity, Credential, ResolvedUpstream, UpstreamConfigError,
-};
-use crate::proxy::UpstreamError;
+pub use error::UpstreamError;
+use exec_credential::ExecCertResolver;
+pub use kubeconfig::{Kubeconfig, KubeconfigContext, KubeconfigError, PemSource};
 use limits::ConnectionBudget;
 pub use limits::{Protocol, Route, UpstreamLimits, UpstreamStats, DEFAULT_MAX_CONNECTIONS};
 use pool::Pool;
 pub use pool::PooledBody as UpstreamBody;
 use token::TokenSource;
+pub use upstream_config::{
+    ClientIdentity, Credential, InClusterEnv, ResolvedUpstream, UpstreamConfig,
+    UpstreamConfigError, IN_CLUSTER_SERVICE_ACCOUNT_DIR,
+};
 
 /// How long a TCP connect to the upstream may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -137,7 +146,7 @@ impl UpstreamClient {
     }
 
     /// The kubeconfig's exec credential plugin, when the proxy's credential comes from one.
-    pub fn exec_plugin(&self) -> Option<Arc<crate::proxy::exec_credential::ExecPlugin>> {
+    pub fn exec_plugin(&self) -> Option<Arc<exec_credential::ExecPlugin>> {
         self.inner.token.exec_plugin()
     }
 
@@ -305,8 +314,8 @@ fn pool(
 
 #[cfg(test)]
 mod tests {
+    use super::UpstreamConfig;
     use super::*;
-    use crate::proxy::UpstreamConfig;
 
     fn client(url: &str) -> UpstreamClient {
         let resolved = UpstreamConfig {

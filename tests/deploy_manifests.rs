@@ -250,11 +250,12 @@ fn the_in_cluster_deployment_is_highly_available_secure_and_reachable() {
         pod["spec"]["serviceAccountName"]
     );
     // The client kubeconfig points at the Service.
-    let kubeconfig =
-        kube_apf_proxy::proxy::Kubeconfig::parse(&repo_file("deploy/in-cluster/client.kubeconfig"))
-            .expect("kubeconfig")
-            .current(std::path::Path::new("/etc/kube"))
-            .expect("current context");
+    let kubeconfig = kube_apf_proxy::upstream::Kubeconfig::parse(&repo_file(
+        "deploy/in-cluster/client.kubeconfig",
+    ))
+    .expect("kubeconfig")
+    .current(std::path::Path::new("/etc/kube"))
+    .expect("current context");
     let name = service["metadata"]["name"].as_str().expect("name");
     let namespace = service["metadata"]["namespace"]
         .as_str()

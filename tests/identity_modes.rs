@@ -6,9 +6,8 @@ mod support;
 use bytes::Bytes;
 use http::{Request, StatusCode, Version};
 use kube_apf_proxy::auth::TokenReviewTransport;
-use kube_apf_proxy::proxy::{
-    Forwarder, ForwarderConfigError, IdentityForwarding, UpstreamClient, UpstreamConfig,
-};
+use kube_apf_proxy::proxy::{Forwarder, ForwarderConfigError, IdentityForwarding};
+use kube_apf_proxy::upstream::{UpstreamClient, UpstreamConfig};
 use support::fake_apiserver::FakeApiserver;
 use support::tls_world::{TlsWorld, GOOD_TOKEN, PROXY_TOKEN};
 use support::{body, forwarder_config, get, http1_client, read_json, REQUEST_TIMEOUT};

@@ -10,11 +10,9 @@ use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use kube_apf_proxy::auth::{Identity, TokenReviewTransport, TransportError};
-use kube_apf_proxy::proxy::{
-    empty_body, ForgeableHeaders, Forwarder, ForwarderConfig, IdentityForwarding, InClusterEnv,
-    UpstreamAuth, UpstreamClient, UpstreamConfig,
-};
-use kube_apf_proxy::upstream::Route;
+use kube_apf_proxy::body::empty_body;
+use kube_apf_proxy::proxy::{ForgeableHeaders, Forwarder, ForwarderConfig, IdentityForwarding};
+use kube_apf_proxy::upstream::{InClusterEnv, Route, UpstreamAuth, UpstreamClient, UpstreamConfig};
 use support::fake_apiserver::{FakeApiserver, FakeOptions, FakeTls};
 use support::pki::TestCa;
 use support::{body, http1_client, read_json, TestProxy};

@@ -11,8 +11,8 @@ use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricT
 
 use super::Metrics;
 use crate::auth::{AttemptResult, AuthMethod, AuthStats, CredentialKind};
-use crate::proxy::exec_credential::ExecPlugin;
 use crate::server::ServerStats;
+use crate::upstream::exec_credential::ExecPlugin;
 use crate::upstream::UpstreamStats;
 
 /// One family: its description and how to read its series.

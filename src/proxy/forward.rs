@@ -33,11 +33,10 @@ use super::headers::{
 };
 use super::timeout::effective_timeout;
 use super::upgrade::splice_upgrades;
-use super::{
-    empty_body, BoxError, ProxyBody, ProxyError, UpstreamBody, UpstreamClient, UpstreamError,
-};
+use super::ProxyError;
 use crate::auth::Identity;
-use crate::upstream::{Route, UpstreamAuth};
+use crate::body::{empty_body, BoxError, ProxyBody};
+use crate::upstream::{Route, UpstreamAuth, UpstreamBody, UpstreamClient, UpstreamError};
 use deadline::DeadlineBody;
 
 /// How requests are forwarded.

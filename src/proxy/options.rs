@@ -2,7 +2,8 @@
 
 use crate::server::{self, ServeOptions};
 
-use super::{ForgeableHeaders, ForwarderConfig, IdentityForwarding, UpstreamConfig};
+use super::{ForgeableHeaders, ForwarderConfig, IdentityForwarding};
+use crate::upstream::UpstreamConfig;
 
 impl From<server::IdentityForwarding> for IdentityForwarding {
     fn from(mode: server::IdentityForwarding) -> Self {

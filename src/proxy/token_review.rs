@@ -7,10 +7,11 @@ use http::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
-use super::{full_body, BoxError, UpstreamClient, UpstreamError};
 use crate::auth::authorize::{AccessReviewTransport, SUBJECT_ACCESS_REVIEW_PATH};
 use crate::auth::{TokenReviewTransport, TransportError};
+use crate::body::{full_body, BoxError};
 use crate::upstream::{Route, UpstreamAuth};
+use crate::upstream::{UpstreamClient, UpstreamError};
 
 /// The path TokenReviews are POSTed to.
 pub const TOKEN_REVIEW_PATH: &str = "/apis/authentication.k8s.io/v1/tokenreviews";

@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::proxy::UpstreamError;
+use super::UpstreamError;
 
 /// Upstream connections the client opens at most, by default: enough for a cluster's watches
 /// over HTTP/1.1 upstreams, where each watch holds a connection (over HTTP/2 a connection carries

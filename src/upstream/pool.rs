@@ -45,8 +45,8 @@ use tower_service::Service;
 
 use super::frames::{PeerSettings, Watched};
 use super::limits::{ConnectionBudget, ConnectionPermit, Protocol, Route};
+use super::UpstreamError;
 use crate::body::ProxyBody;
-use crate::proxy::UpstreamError;
 pub use body::PooledBody;
 use streams::{H2Conn, Refusal, Replay, StreamSlot};
 
@@ -363,7 +363,7 @@ impl Pool {
     }
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use crate::body::BoxError;
 
 /// Closes idle connections of both protocols after [`IDLE_TIMEOUT`], until the pool is gone.
 async fn reap(pool: std::sync::Weak<Pool>) {

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::proxy::upstream_config::{read_bounded, Credential};
-use crate::proxy::UpstreamError;
+use super::upstream_config::{read_bounded, Credential};
+use super::UpstreamError;
 
 /// How long a token read from a file is used before the file is read again (client-go: 1 minute).
 const TOKEN_FILE_REFRESH: Duration = Duration::from_secs(60);
@@ -38,9 +38,7 @@ impl TokenSource {
         }
     }
 
-    pub(super) fn exec_plugin(
-        &self,
-    ) -> Option<std::sync::Arc<crate::proxy::exec_credential::ExecPlugin>> {
+    pub(super) fn exec_plugin(&self) -> Option<std::sync::Arc<super::exec_credential::ExecPlugin>> {
         match &self.credential {
             Credential::Exec(plugin) => Some(std::sync::Arc::clone(plugin)),
             _ => None,

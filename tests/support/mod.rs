@@ -30,8 +30,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use kube_apf_proxy::auth::Identity;
 use kube_apf_proxy::proxy::{
     error_response, ForgeableHeaders, ForwardRequest, Forwarder, ForwarderConfig,
-    IdentityForwarding, UpstreamClient, UpstreamConfig,
+    IdentityForwarding,
 };
+use kube_apf_proxy::upstream::{UpstreamClient, UpstreamConfig};
 use tokio::net::TcpListener;
 
 /// A boxed error.

@@ -3,7 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use kube_apf_proxy::proxy::{Forwarder, IdentityForwarding, UpstreamClient, UpstreamConfig};
+use kube_apf_proxy::proxy::{Forwarder, IdentityForwarding};
+use kube_apf_proxy::upstream::{UpstreamClient, UpstreamConfig};
 
 use super::fake_apiserver::{FakeApiserver, FakeOptions, FakeTls, ReviewedUser};
 use super::pki::TestCa;

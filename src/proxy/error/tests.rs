@@ -2,6 +2,9 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 
 use super::*;
+use std::time::Duration;
+
+use crate::body::BoxError;
 
 async fn parts(error: ProxyError) -> (StatusCode, http::HeaderMap, Value) {
     let response = error_response(&error);

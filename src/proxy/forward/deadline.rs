@@ -10,7 +10,8 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
-use super::super::{BoxError, UpstreamError};
+use crate::body::BoxError;
+use crate::upstream::UpstreamError;
 
 pin_project! {
     /// Streams `inner` until the deadline, then fails with [`UpstreamError::Timeout`].

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::super::{ProxyError, UpstreamError};
+use super::super::ProxyError;
 use crate::fairqueue::admission::Rejection;
 use crate::fairqueue::work_estimate::WorkEstimator;
 use crate::fairqueue::WorkEstimate;
@@ -20,6 +20,7 @@ use crate::metrics::{
     ExecutionType, FlowMetrics, Metrics, RejectReason, RequestKind, UpstreamOutcome,
 };
 use crate::request_info::RequestInfo;
+use crate::upstream::UpstreamError;
 
 /// One request's execution as APF sees it: counted from dispatch until the value is dropped (a
 /// regular request: the end of its response body; a watch: its initialisation).

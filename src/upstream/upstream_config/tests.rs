@@ -189,6 +189,6 @@ fn https_upstream_without_ca_is_refused_by_the_client() {
     }
     .resolve_with(&no_cluster())
     .expect("resolve");
-    let err = crate::proxy::UpstreamClient::new(resolved).expect_err("no CA");
+    let err = crate::upstream::UpstreamClient::new(resolved).expect_err("no CA");
     assert!(err.to_string().contains("needs a CA"), "{err}");
 }
