@@ -13,6 +13,7 @@ pub mod queueset;
 pub mod retry_after;
 pub mod seat_seconds;
 pub mod shuffle_sharding;
+pub mod timeout;
 pub mod work_estimate;
 
 use std::time::Duration;

@@ -13,6 +13,8 @@ pub mod classify;
 pub mod cli;
 pub mod config;
 pub mod config_source;
+pub mod debug_dump;
+pub mod duration;
 pub mod fairqueue;
 #[doc(hidden)]
 pub mod fuzzing;

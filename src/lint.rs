@@ -3,7 +3,7 @@
 //!
 //! Every finding is computed from the semantics the proxy enforces — the classifier's rule
 //! matchers ([`crate::classify`]), the concurrency-limit arithmetic
-//! ([`crate::fairqueue::limits`]), the wait limit ([`crate::fairqueue::admission::wait_limit`]) and
+//! ([`crate::fairqueue::limits`]), the wait limit ([`crate::fairqueue::timeout::wait_limit`]) and
 //! the shuffle-sharding dealer's parameters — never from the text of the objects.
 
 mod coverage;

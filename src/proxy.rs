@@ -17,7 +17,6 @@ mod headers;
 mod options;
 mod pipeline;
 pub mod rejections;
-mod timeout;
 mod token_review;
 mod upgrade;
 
@@ -28,5 +27,4 @@ pub use headers::{
     escape_extra_key, prepare_request_headers, ForgeableHeaders, IdentityForwarding,
 };
 pub use pipeline::{Proxy, WatchStream, FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER};
-pub use timeout::{effective_timeout, parse_go_duration, GoDurationError};
 pub use token_review::TOKEN_REVIEW_PATH;

@@ -8,8 +8,6 @@
 //! [`AdminServer`] are the building blocks, usable alone in tests.
 
 mod admin;
-pub mod debug_dump;
-mod duration;
 mod listener;
 mod logging;
 mod options;
@@ -25,8 +23,8 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use rustls_pki_types::CertificateDer;
 
+pub use crate::duration::{format_duration, parse_duration, DurationError};
 pub use admin::{not_found, AdminGate, AdminRoutes, AdminServer, DenyAll, ReadyFlag};
-pub use duration::{format_duration, parse_duration, DurationError};
 pub use listener::{ConnectionLimits, Negotiated, SecureServer, ServerStats};
 pub use logging::{init_logging, verbosity_filter, LoggingError};
 pub use options::{
@@ -255,7 +253,7 @@ impl Running {
         self.admin_tls.as_ref()
     }
 
-    /// The secure listener's counters (for [`crate::metrics::Metrics::register_server_stats`]).
+    /// The secure listener's counters (the metrics registry reads them at scrape time).
     pub fn stats(&self) -> Arc<ServerStats> {
         Arc::clone(&self.stats)
     }

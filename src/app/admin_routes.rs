@@ -15,11 +15,11 @@ use http::{Response, StatusCode};
 use tokio::time::Instant;
 
 use crate::body::{full_body, ProxyBody};
+use crate::debug_dump::{self, PriorityLevelRow, QueueRow, RequestRow, WallClock};
 use crate::fairqueue::controller::{FlowControl, LevelInfo};
 use crate::fairqueue::queueset::RequestDump;
 use crate::metrics::Metrics;
 use crate::proxy::rejections::{RecentRejections, RejectedRequest};
-use crate::server::debug_dump::{self, PriorityLevelRow, QueueRow, RequestRow, WallClock};
 use crate::server::not_found;
 use crate::simulate::shadow::Shadow;
 

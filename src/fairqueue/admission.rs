@@ -23,15 +23,6 @@ use super::queueset::{
 };
 use super::WorkEstimate;
 
-/// The hard cap on a request's queue wait (`priority-and-fairness.go`: 1 min).
-pub const MAX_WAIT_LIMIT: Duration = Duration::from_secs(60);
-
-/// The wait limit for a request that may take `timeout` in all: a quarter of it, at most 1 min
-/// (`getRequestWaitContext`). The default request timeout of 60 s gives 15 s.
-pub fn wait_limit(timeout: Duration) -> Duration {
-    (timeout / 4).min(MAX_WAIT_LIMIT)
-}
-
 /// A request refused by flow control: answered with 429 and `Retry-After`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("too many requests: {} at priority level {priority_level}", reason.as_str())]
@@ -55,7 +46,7 @@ pub struct AdmitRequest {
     pub hash: u64,
     /// Its flow, for dumps.
     pub flow: FlowMeta,
-    /// How long it may wait in a queue ([`wait_limit`]).
+    /// How long it may wait in a queue ([`wait_limit`](super::timeout::wait_limit)).
     pub wait_limit: Duration,
 }
 

@@ -15,9 +15,9 @@ use super::queueset::FlowMeta;
 use super::work_estimate::WorkEstimator;
 use crate::auth::Identity;
 use crate::classify::{classify, Classification};
+use crate::debug_dump::RequestDetails;
 use crate::metrics::RequestKind;
 use crate::request_info::{self, RequestInfo};
-use crate::server::debug_dump::RequestDetails;
 
 /// How flow control treats a request, from its attributes alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

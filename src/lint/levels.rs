@@ -2,8 +2,8 @@
 //! shuffle sharding, and lending/borrowing settings.
 
 use crate::config::{Config, PriorityLevel, PriorityLevelSpec};
-use crate::fairqueue::admission::wait_limit;
 use crate::fairqueue::limits::{compute_limits, LevelLimits};
+use crate::fairqueue::timeout::wait_limit;
 
 use super::{sharding, Code, Files, Finding, LintOptions};
 

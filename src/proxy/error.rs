@@ -232,6 +232,17 @@ pub fn status_body(status: &Status) -> bytes::Bytes {
         .unwrap_or_else(|_| bytes::Bytes::from_static(br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","code":500}"#))
 }
 
+// === impl ProxyError ===
+
+impl From<crate::fairqueue::timeout::InvalidTimeout> for ProxyError {
+    /// The apiserver's 400 for an unparseable `?timeout=`.
+    fn from(error: crate::fairqueue::timeout::InvalidTimeout) -> Self {
+        ProxyError::BadRequest {
+            message: error.to_string(),
+        }
+    }
+}
+
 /// The ONE place where an error becomes a response: the status code the apiserver would use,
 /// a `Status` JSON body, `Retry-After` on 429 (and on 504 never, as the apiserver's timeout
 /// filter sends none).

@@ -31,11 +31,11 @@ use super::headers::{
     has_impersonation, is_upgrade_request, prepare_request_headers, prepare_response_headers,
     ForgeableHeaders, IdentityForwarding,
 };
-use super::timeout::effective_timeout;
 use super::upgrade::splice_upgrades;
 use super::ProxyError;
 use crate::auth::Identity;
 use crate::body::{empty_body, BoxError, ProxyBody};
+use crate::fairqueue::timeout::effective_timeout;
 use crate::upstream::{Route, UpstreamAuth, UpstreamBody, UpstreamClient, UpstreamError};
 use deadline::DeadlineBody;
 

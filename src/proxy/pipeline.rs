@@ -26,13 +26,14 @@ use tokio::time::Instant;
 
 use self::metering::Execution;
 use super::rejections::{RecentRejections, Rejected};
-use super::{effective_timeout, error_response, ForwardRequest, Forwarder, ProxyBody, ProxyError};
+use super::{error_response, ForwardRequest, Forwarder, ProxyBody, ProxyError};
 use crate::auth::{AuthMethod, Authenticator, Identity};
 use crate::classify::Classification;
 use crate::config::{FlowSchemaRef, PriorityLevelRef};
-use crate::fairqueue::admission::{wait_limit, Rejection, Seat};
+use crate::fairqueue::admission::{Rejection, Seat};
 use crate::fairqueue::controller::FlowControl;
-use crate::fairqueue::flow_request::FlowRequest;
+use crate::fairqueue::flow_request::{FlowRequest, Handling};
+use crate::fairqueue::timeout::deadlines;
 use crate::fairqueue::work_estimate::{WatchGuard, WorkEstimator};
 use crate::fairqueue::WorkEstimate;
 use crate::metrics::{FlowMetrics, Metrics};
@@ -346,13 +347,9 @@ impl Proxy {
         // Shared with the context (for the access log) rather than copied field by field.
         let info = Arc::new(attributes(request)?);
         let query = request.uri().query().map(str::to_owned);
-        let long_running = request_info::is_long_running(&info);
+        let handling = Handling::of(&info);
         ctx.info = Some(Arc::clone(&info));
-        let timeout = if long_running {
-            self.request_timeout
-        } else {
-            effective_timeout(query.as_deref(), self.request_timeout)?
-        };
+        let deadlines = deadlines(handling, query.as_deref(), self.request_timeout)?;
         let identity = self.authenticate(ctx, slot).await?;
         let Some(request) = slot.as_ref() else {
             return Err(already_forwarded());
@@ -360,7 +357,7 @@ impl Proxy {
         // The apiserver's impersonation filter runs after authentication and before flow
         // control: a refused impersonation never takes a seat.
         self.forwarder.check_impersonation(request.headers())?;
-        if long_running && info.verb != "watch" {
+        if handling == Handling::Bypass {
             // Like the apiserver: exec, attach, port-forward, proxy and log follow bypass APF.
             let response = self.forward(ctx, slot, &identity, true).await?;
             return Ok(Admission::Bypassed(response));
@@ -370,7 +367,7 @@ impl Proxy {
         if let Some(logged) = &mut ctx.logged {
             logged.at_flow_control = Some(now);
         }
-        let wait_limit = wait_limit(timeout).saturating_sub(now - ctx.received_at);
+        let wait_limit = deadlines.wait_limit.saturating_sub(now - ctx.received_at);
         let Turn {
             class,
             flow,
@@ -686,7 +683,7 @@ impl RequestContext {
             user = %logged.user,
             groups = %logged.groups,
             uri = %logged.uri,
-            received = %crate::server::debug_dump::format_rfc3339_nano(Some(arrival)),
+            received = %crate::debug_dump::format_rfc3339_nano(Some(arrival)),
             auth = logged.auth_method.map_or("", AuthMethod::as_str),
             verb = info.map_or("", |i| i.verb.as_str()),
             path = info.map_or("", |i| i.path.as_str()),

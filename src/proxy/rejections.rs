@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::server::debug_dump::format_rfc3339_nano;
+use crate::debug_dump::format_rfc3339_nano;
 
 /// How many rejected requests are kept per priority level.
 pub const PER_LEVEL: usize = 100;

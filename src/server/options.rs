@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, ValueEnum};
 
-use super::duration::parse_duration;
 use super::tls::{TlsCipherSuite, TlsMinVersion};
+use crate::duration::parse_duration;
 
 /// Every flag of `kube-apf-proxy serve` (also accepted with no subcommand).
 #[derive(Debug, Clone, Args)]

@@ -18,10 +18,11 @@ use tokio::time::Instant;
 use super::record::{Recorder, Sample, SimReport};
 use super::trace::{TraceEvent, TraceRequest};
 use crate::config::Config;
-use crate::fairqueue::admission::{wait_limit, LevelQueues, Rejection, Seat};
+use crate::fairqueue::admission::{LevelQueues, Rejection, Seat};
 use crate::fairqueue::borrowing::BORROWING_ADJUSTMENT_PERIOD;
 use crate::fairqueue::controller::{FlowControl, FlowControlError};
 use crate::fairqueue::flow_request::{FlowRequest, Handling};
+use crate::fairqueue::timeout::deadlines;
 use crate::fairqueue::work_estimate::{ObjectStats, WatchGuard, WorkEstimator};
 use crate::request_info::{self, RequestInfo};
 
@@ -236,12 +237,11 @@ impl Sim {
         if handling == Handling::Bypass {
             return None;
         }
-        let timeout = if handling == Handling::Watch {
-            options.request_timeout
-        } else {
-            crate::proxy::effective_timeout(query, options.request_timeout)
-                .unwrap_or(options.request_timeout)
-        };
+        // A `?timeout=` the apiserver would refuse with 400 replays with the full timeout: the
+        // recording server answered it, so it was valid there.
+        let deadlines = deadlines(handling, query, options.request_timeout)
+            .or_else(|_| deadlines(handling, None, options.request_timeout))
+            .ok()?;
         let snapshot = self.flow_control.snapshot();
         let prepared = FlowRequest::prepare(
             &snapshot,
@@ -249,7 +249,7 @@ impl Sim {
             &request.identity,
             &info,
             query,
-            wait_limit(timeout),
+            deadlines.wait_limit,
             false,
         );
         let FlowRequest {

@@ -5,6 +5,7 @@ use futures_util::task::noop_waker_ref;
 
 use super::*;
 use crate::fairqueue::queueset::QueueShape;
+use crate::fairqueue::timeout::wait_limit;
 
 fn queued(queues: u32, hand: u32, qll: u32) -> QueuingConfig {
     QueuingConfig::Queue(QueueShape {

@@ -62,7 +62,7 @@ pub struct FlowMeta {
     /// The flow distinguisher (user or namespace; empty when the schema has none).
     pub flow_distinguisher: String,
     /// Who asked for what, for `dump_requests?includeRequestDetails=1`; `None` prints empty cells.
-    pub details: Option<Arc<crate::server::debug_dump::RequestDetails>>,
+    pub details: Option<Arc<crate::debug_dump::RequestDetails>>,
     /// Whether the request mutates (its verb is not `get`, `list` or `watch`), for the
     /// read-versus-write waiting gauge.
     pub mutating: bool,

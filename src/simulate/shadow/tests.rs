@@ -9,7 +9,7 @@ use prometheus::Registry;
 use super::*;
 use crate::config::load::{load_sources, SourceFile};
 use crate::config::parse::Format;
-use crate::fairqueue::admission::wait_limit;
+use crate::fairqueue::timeout::wait_limit;
 use crate::request_info;
 
 fn config() -> Config {

@@ -39,6 +39,15 @@ const MAX_NANOS: u128 = i64::MAX as u128;
 
 /// Parses a duration as Go's `time.ParseDuration` does (see the module documentation).
 pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
+    match parse_signed(input)? {
+        (true, d) if !d.is_zero() => Err(DurationError::Negative(input.to_owned())),
+        (_, d) => Ok(d),
+    }
+}
+
+/// Parses a duration that may be negative, as Go's `time.ParseDuration` does: whether it was
+/// negative, and its magnitude (for `?timeout=`, where a negative value means "none").
+pub fn parse_signed(input: &str) -> Result<(bool, Duration), DurationError> {
     let invalid = || DurationError::Invalid(input.to_owned());
     let (negative, rest) = match input.as_bytes().first() {
         Some(b'-') => (true, &input[1..]),
@@ -46,7 +55,7 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
         _ => (false, input),
     };
     if rest == "0" {
-        return Ok(Duration::ZERO);
+        return Ok((negative, Duration::ZERO));
     }
     if rest.is_empty() {
         return Err(invalid());
@@ -61,11 +70,8 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
             .ok_or_else(|| DurationError::Overflow(input.to_owned()))?;
         s = tail;
     }
-    if negative && total != 0 {
-        return Err(DurationError::Negative(input.to_owned()));
-    }
     let nanos = u64::try_from(total).map_err(|_| DurationError::Overflow(input.to_owned()))?;
-    Ok(Duration::from_nanos(nanos))
+    Ok((negative, Duration::from_nanos(nanos)))
 }
 
 /// Parses one `<number>[.<fraction>]<unit>` term; returns its nanoseconds and the rest.

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 pub use tabwriter::TabWriter;
 pub use time::{format_rfc3339_nano, format_seat_seconds, seat_seconds_from_f64, WallClock};
 
-use super::format_duration;
+use crate::duration::format_duration;
 use crate::request_info::RequestInfo;
 
 /// The query parameter that adds the request-detail columns to `dump_requests`.

@@ -1,0 +1,54 @@
+use super::*;
+
+#[test]
+fn shorter_query_timeout_wins() {
+    let max = Duration::from_secs(60);
+    let cases: &[(Option<&str>, Duration)] = &[
+        (None, max),
+        (Some("watch=true"), max),
+        (Some("timeout=5s"), Duration::from_secs(5)),
+        (Some("a=b&timeout=1m"), Duration::from_secs(60)),
+        (Some("timeout=2m"), max),
+        (Some("timeout=0s"), max),
+        (Some("timeout=-3s"), max),
+        (Some("timeout="), max),
+        (Some("timeout=1%6Ds"), Duration::from_millis(1)),
+        (Some("timeout=1.5s"), Duration::from_millis(1500)),
+        (Some("timeout=2us"), Duration::from_micros(2)),
+    ];
+    for (query, want) in cases {
+        assert_eq!(
+            effective_timeout(*query, max).ok(),
+            Some(*want),
+            "{query:?}"
+        );
+    }
+}
+
+#[test]
+fn invalid_query_timeout_has_the_apiservers_message() {
+    for value in ["soon", "s", "1", "1x", "1.2.3s", "-", "10%20s"] {
+        let got = effective_timeout(Some(&format!("timeout={value}")), Duration::from_secs(60));
+        let message = got.expect_err(value).to_string();
+        assert!(
+            message.starts_with("invalid timeout specified in the request URL - time: "),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn long_running_requests_keep_the_full_timeout_and_every_wait_is_a_quarter() {
+    let max = Duration::from_secs(60);
+    for handling in [Handling::Watch, Handling::Bypass] {
+        let d = deadlines(handling, Some("timeout=5s"), max).expect("valid");
+        assert_eq!(d.timeout, max, "{handling:?}");
+        assert_eq!(d.wait_limit, Duration::from_secs(15), "{handling:?}");
+    }
+    let d = deadlines(Handling::Ordinary, Some("timeout=8s"), max).expect("valid");
+    assert_eq!(
+        (d.timeout, d.wait_limit),
+        (Duration::from_secs(8), Duration::from_secs(2))
+    );
+    assert_eq!(wait_limit(Duration::from_secs(600)), MAX_WAIT_LIMIT);
+}
