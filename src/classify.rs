@@ -12,8 +12,8 @@ use sha2::{Digest, Sha256};
 
 use crate::auth::Identity;
 use crate::config::{Config, DistinguisherMethod, FlowSchemaRef, PriorityLevelRef};
-use crate::fairqueue::shuffle_sharding::{Dealer, Hand};
 use crate::request_info::RequestInfo;
+use crate::shuffle_sharding::{Dealer, Hand};
 
 pub use explain::{explain, Explanation};
 pub use index::MatchIndex;

@@ -12,7 +12,6 @@ pub mod limits;
 pub mod queueset;
 pub mod retry_after;
 pub mod seat_seconds;
-pub mod shuffle_sharding;
 pub mod timeout;
 pub mod work_estimate;
 

@@ -23,5 +23,6 @@ pub mod metrics;
 pub mod proxy;
 pub mod request_info;
 pub mod server;
+pub mod shuffle_sharding;
 pub mod simulate;
 pub mod upstream;

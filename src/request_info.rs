@@ -156,6 +156,13 @@ pub fn is_long_running(info: &RequestInfo) -> bool {
         || (!info.is_resource_request && info.path.starts_with("/debug/pprof/"))
 }
 
+/// Whether a request with this verb only reads (`get`, `list`, `watch`); every other verb is
+/// mutating. Mirrors `pkg/endpoints/metrics` (`readOnlyKind` / `mutatingKind`) and the
+/// `isMutatingRequest` split of the max-in-flight filter.
+pub fn is_read_only_verb(verb: &str) -> bool {
+    matches!(verb, "get" | "list" | "watch")
+}
+
 /// `/{prefix}/.../{version}/watch` or `.../proxy` with nothing after it.
 struct NoKindAndNamespace;
 

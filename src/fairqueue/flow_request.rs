@@ -16,7 +16,6 @@ use super::work_estimate::WorkEstimator;
 use crate::auth::Identity;
 use crate::classify::{classify, Classification};
 use crate::debug_dump::RequestDetails;
-use crate::metrics::RequestKind;
 use crate::request_info::{self, RequestInfo};
 
 /// How flow control treats a request, from its attributes alone.
@@ -95,7 +94,7 @@ impl FlowRequest {
                 flow_schema: Arc::from(classification.flow_schema.name.as_str()),
                 flow_distinguisher: classification.flow_distinguisher.clone(),
                 details,
-                mutating: RequestKind::of_verb(&info.verb) == RequestKind::Mutating,
+                mutating: !request_info::is_read_only_verb(&info.verb),
             },
             wait_limit,
         };

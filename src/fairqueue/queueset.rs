@@ -33,7 +33,7 @@ pub use self::store::QueueSum;
 use self::store::{Entry, Phase, Queue, Store};
 pub use self::types::*;
 use super::seat_seconds::SeatSeconds;
-use super::shuffle_sharding::Dealer;
+use crate::shuffle_sharding::Dealer;
 
 /// The fair queues of one priority level.
 ///

@@ -52,9 +52,10 @@ impl RequestKind {
 
     /// The kind of a request with this RequestInfo verb (`get`, `list`, `watch` are read-only).
     pub fn of_verb(verb: &str) -> Self {
-        match verb {
-            "get" | "list" | "watch" => RequestKind::ReadOnly,
-            _ => RequestKind::Mutating,
+        if crate::request_info::is_read_only_verb(verb) {
+            RequestKind::ReadOnly
+        } else {
+            RequestKind::Mutating
         }
     }
 }

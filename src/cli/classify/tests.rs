@@ -20,7 +20,7 @@ fn prints_the_documented_line_with_flow_hash_and_hand() {
     );
     let (lines, summary) = run_lines(input.as_bytes());
     let hash = flow_hash("service-accounts", user);
-    let hand = crate::fairqueue::shuffle_sharding::Dealer::new(128, 6)
+    let hand = crate::shuffle_sharding::Dealer::new(128, 6)
         .expect("workload-low's queues can be dealt")
         .deal(hash);
     let hand = serde_json::to_string(hand.as_slice()).expect("a hand serialises");

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::fairqueue::shuffle_sharding::DealerError;
 use crate::fairqueue::WorkEstimate;
+use crate::shuffle_sharding::DealerError;
 
 /// `estimatedServiceDuration` (G): the service time assumed at dispatch.
 pub const ESTIMATED_SERVICE_DURATION: Duration = Duration::from_millis(3);
