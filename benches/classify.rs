@@ -11,7 +11,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use kube_apf_proxy::auth::Identity;
-use kube_apf_proxy::classify::{classify, flow_hash, matches};
+use kube_apf_proxy::classify::{classify, flow_hash, matches, MatchIndex};
 use kube_apf_proxy::config::{
     self, Config, DistinguisherMethod, FlowSchema, LimitResponse, LimitedPriorityLevel,
     NonResourcePolicyRule, PolicyRulesWithSubjects, PriorityLevel, PriorityLevelSpec, Queuing,
@@ -132,13 +132,14 @@ fn bootstrap(c: &mut Criterion) {
         ),
         ("anonymous-healthz", &anonymous, "GET", "/healthz"),
     ];
+    let index = MatchIndex::of(&config);
     let mut group = c.benchmark_group("classify/bootstrap");
     for (name, identity, method, url) in cases {
         group.bench_function(name, |b| {
             b.iter(|| {
                 let info =
                     parse(black_box(method), black_box(url)).expect("benchmark requests are valid");
-                classify(&config, black_box(identity), &info)
+                classify(&index, black_box(identity), &info)
             })
         });
     }
@@ -148,7 +149,7 @@ fn bootstrap(c: &mut Criterion) {
     for (name, identity, method, url) in cases {
         let info = parse(method, url).expect("benchmark requests are valid");
         group.bench_function(name, |b| {
-            b.iter(|| classify(&config, black_box(identity), black_box(&info)))
+            b.iter(|| classify(&index, black_box(identity), black_box(&info)))
         });
     }
     group.finish();
@@ -161,12 +162,13 @@ fn generated(c: &mut Criterion) {
     for n in [10, 100, 1000] {
         let config = generated_config(n);
         let info = parse(method, url).expect("benchmark requests are valid");
-        assert_eq!(classify(&config, &alice, &info).flow_schema.name, "target");
-        group.bench_with_input(BenchmarkId::new("index", n), &config, |b, config| {
+        let index = MatchIndex::of(&config);
+        assert_eq!(classify(&index, &alice, &info).flow_schema.name, "target");
+        group.bench_with_input(BenchmarkId::new("index", n), &index, |b, index| {
             b.iter(|| {
                 let info =
                     parse(black_box(method), black_box(url)).expect("benchmark requests are valid");
-                classify(config, black_box(&alice), &info)
+                classify(index, black_box(&alice), &info)
             })
         });
         group.bench_with_input(BenchmarkId::new("linear", n), &config, |b, config| {

@@ -6,17 +6,19 @@
 
 pub mod explain;
 mod index;
+mod input;
 mod rule;
 
 use sha2::{Digest, Sha256};
 
 use crate::auth::Identity;
-use crate::config::{Config, DistinguisherMethod, FlowSchemaRef, PriorityLevelRef};
+use crate::config::{DistinguisherMethod, FlowSchemaRef, PriorityLevelRef};
 use crate::request_info::RequestInfo;
 use crate::shuffle_sharding::{Dealer, Hand};
 
 pub use explain::{explain, Explanation};
 pub use index::MatchIndex;
+pub use input::{read_bounded_line, request_target, ClassifyInput, MAX_LINE_BYTES};
 pub use rule::{
     contains_string, matches, non_resource_rule_matches, non_resource_rule_mismatch,
     non_resource_url_matches, request_matches, resource_matches, resource_rule_matches,
@@ -60,10 +62,10 @@ impl Classification {
 /// computed only when the level is not exempt and queues with `queues > 1`; a FlowSchema without
 /// `distinguisherMethod` then still gets the hash of the empty distinguisher, as in the apiserver.
 ///
-/// Uses the index the configuration built at resolve time: no FlowSchema whose subjects cannot
-/// name the caller is looked at.
-pub fn classify(config: &Config, identity: &Identity, info: &RequestInfo) -> Classification {
-    let target = config.match_index().find(identity, info);
+/// Searches the configuration's [`MatchIndex`]: no FlowSchema whose subjects cannot name the
+/// caller is looked at.
+pub fn classify(index: &MatchIndex, identity: &Identity, info: &RequestInfo) -> Classification {
+    let target = index.find(identity, info);
     let (flow_distinguisher, flow_hash) = if sharded_queuing(&target.priority_level).is_some() {
         let distinguisher =
             flow_distinguisher(target.flow_schema.distinguisher_method, identity, info);

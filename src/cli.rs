@@ -3,12 +3,10 @@
 //! `main.rs` parses the command line and maps results to exit codes; the work is here so that it is
 //! reachable from tests.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 
-use serde::Deserialize;
-
+use crate::classify::ClassifyInput;
 use crate::config::{Config, ConfigError, Problem};
 use crate::server::{self, ServeOptions};
 
@@ -50,28 +48,6 @@ pub fn load_config(config_dir: Option<&Path>) -> Result<Config, LoadFailure> {
 
 fn print_warnings(warnings: &[Problem]) {
     warnings.iter().for_each(|w| eprintln!("warning: {w}"));
-}
-
-/// One request to classify: a `classify --requests` input line, or the flags of a single request.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClassifyInput {
-    /// The HTTP method.
-    pub method: String,
-    /// The path and query.
-    pub url: String,
-    /// The user name; anonymous when absent.
-    #[serde(default)]
-    pub user: Option<String>,
-    /// The user's groups (`system:authenticated` is added for non-anonymous users).
-    #[serde(default)]
-    pub groups: Vec<String>,
-    /// The user's UID.
-    #[serde(default)]
-    pub uid: String,
-    /// Extra attributes.
-    #[serde(default)]
-    pub extra: BTreeMap<String, Vec<String>>,
 }
 
 /// Where `classify` reads its requests from.

@@ -171,8 +171,6 @@ pub struct Config {
     priority_levels: BTreeMap<String, PriorityLevelRef>,
     /// FlowSchemas skipped because their priority level does not exist, with the level's name.
     dangling: Vec<(FlowSchemaRef, String)>,
-    /// The classification index over `flow_schemas`, built once here.
-    match_index: Arc<crate::classify::MatchIndex>,
 }
 
 impl Config {
@@ -217,12 +215,10 @@ impl Config {
                 .entry(pl.name.clone())
                 .or_insert_with(|| Arc::new(pl.with_uid()));
         }
-        let match_index = Arc::new(crate::classify::MatchIndex::new(&matching, &levels));
         Config {
             flow_schemas: matching,
             priority_levels: levels,
             dangling,
-            match_index,
         }
     }
 
@@ -253,11 +249,6 @@ impl Config {
     /// FlowSchemas that reference a missing priority level, with that level's name.
     pub fn dangling(&self) -> &[(FlowSchemaRef, String)] {
         &self.dangling
-    }
-
-    /// The index [`crate::classify::classify`] finds the matching FlowSchema with.
-    pub fn match_index(&self) -> &crate::classify::MatchIndex {
-        &self.match_index
     }
 }
 

@@ -8,6 +8,7 @@
 
 mod coverage;
 mod levels;
+pub mod request;
 mod schemas;
 mod sharding;
 

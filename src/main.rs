@@ -237,14 +237,16 @@ fn main() -> ExitCode {
             let (explain, output) = (args.explain, args.output);
             let source = match (args.requests, args.method, args.url) {
                 (Some(file), _, _) => cli::ClassifySource::Lines(file),
-                (None, Some(method), Some(url)) => cli::ClassifySource::One(cli::ClassifyInput {
-                    method,
-                    url,
-                    user: args.user,
-                    groups: args.groups,
-                    uid: args.uid,
-                    extra: Default::default(),
-                }),
+                (None, Some(method), Some(url)) => {
+                    cli::ClassifySource::One(kube_apf_proxy::classify::ClassifyInput {
+                        method,
+                        url,
+                        user: args.user,
+                        groups: args.groups,
+                        uid: args.uid,
+                        extra: Default::default(),
+                    })
+                }
                 _ => unreachable!("clap requires --method and --url without --requests"),
             };
             match source {

@@ -15,9 +15,12 @@ use http::{Response, StatusCode};
 use tokio::time::Instant;
 
 use crate::body::{full_body, ProxyBody};
+use crate::classify::ClassifyInput;
 use crate::debug_dump::{self, PriorityLevelRow, QueueRow, RequestRow, WallClock};
 use crate::fairqueue::controller::{FlowControl, LevelInfo};
 use crate::fairqueue::queueset::RequestDump;
+use crate::fairqueue::work_estimate::WorkEstimator;
+use crate::lint::request::{explain_request, input_from_query, Explained};
 use crate::metrics::Metrics;
 use crate::proxy::rejections::{RecentRejections, RejectedRequest};
 use crate::server::not_found;
@@ -119,10 +122,8 @@ impl AdminPaths {
 /// query does not describe a request.
 fn explain(flow_control: &FlowControl, query: &str) -> Response<ProxyBody> {
     let snapshot = flow_control.snapshot();
-    let explained = crate::cli::explain::input_from_query(query).and_then(|input| {
-        let server_cl = flow_control.server_concurrency_limit();
-        crate::cli::explain::explain_request(snapshot.config(), &input, server_cl)
-    });
+    let explained = input_from_query(query)
+        .and_then(|input| explain_request(&snapshot, &WorkEstimator::default(), &input));
     match explained.and_then(|e| serde_json::to_string_pretty(&e).map_err(|e| e.to_string())) {
         Ok(json) => text(json, "application/json"),
         Err(message) => bad_request(message),
@@ -134,7 +135,7 @@ fn explain(flow_control: &FlowControl, query: &str) -> Response<ProxyBody> {
 struct ExplainedRejection {
     #[serde(flatten)]
     request: RejectedRequest,
-    explanation: Option<crate::cli::explain::Explained>,
+    explanation: Option<Explained>,
 }
 
 /// `rejected?priorityLevel=NAME&limit=N` (both optional; limit 20 by default, at most 100 per
@@ -162,12 +163,12 @@ fn rejected(
         }
     }
     let snapshot = flow_control.snapshot();
-    let server_cl = flow_control.server_concurrency_limit();
+    let estimator = WorkEstimator::default();
     let explained: Vec<ExplainedRejection> = rejections
         .recent(level.as_deref(), limit)
         .into_iter()
         .map(|request| {
-            let input = crate::cli::ClassifyInput {
+            let input = ClassifyInput {
                 method: request.method.clone(),
                 url: request.url.clone(),
                 user: Some(request.user.clone()),
@@ -175,8 +176,7 @@ fn rejected(
                 uid: String::new(),
                 extra: Default::default(),
             };
-            let explanation =
-                crate::cli::explain::explain_request(snapshot.config(), &input, server_cl).ok();
+            let explanation = explain_request(&snapshot, &estimator, &input).ok();
             ExplainedRejection {
                 request,
                 explanation,

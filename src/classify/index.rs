@@ -11,13 +11,13 @@
 
 mod prefilter;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 
 use self::prefilter::{Prefilter, RequestBits, WordBuildHasher};
 use super::rule::{request_matches, SERVICE_ACCOUNT_PREFIX, WILDCARD};
 use crate::auth::Identity;
-use crate::config::{FlowSchemaRef, PriorityLevelRef, Subject};
+use crate::config::{Config, FlowSchemaRef, PriorityLevelRef, Subject};
 use crate::request_info::RequestInfo;
 
 /// Rule numbers in matching order, ascending and without duplicates.
@@ -63,14 +63,10 @@ pub struct MatchIndex {
 }
 
 impl MatchIndex {
-    /// Indexes FlowSchemas given in matching order.
-    ///
-    /// Only [`Config::resolve`](crate::config::Config::resolve) calls this: it guarantees that
-    /// every FlowSchema's level exists and that a `catch-all` FlowSchema is present.
-    pub(crate) fn new(
-        flow_schemas: &[FlowSchemaRef],
-        levels: &BTreeMap<String, PriorityLevelRef>,
-    ) -> MatchIndex {
+    /// Indexes a resolved configuration's FlowSchemas, in its matching order. Built once per
+    /// configuration (the flow-control snapshot keeps it beside the configuration).
+    pub fn of(config: &Config) -> MatchIndex {
+        let flow_schemas = config.flow_schemas();
         let mut index = MatchIndex {
             targets: Vec::with_capacity(flow_schemas.len()),
             rules: Vec::new(),
@@ -81,8 +77,8 @@ impl MatchIndex {
             catch_all: 0,
         };
         for (fs_index, fs) in flow_schemas.iter().enumerate() {
-            let priority_level = levels
-                .get(&fs.priority_level)
+            let priority_level = config
+                .priority_level(&fs.priority_level)
                 .expect("invariant: resolve sets dangling FlowSchemas aside")
                 .clone();
             if fs.name == crate::config::CATCH_ALL {

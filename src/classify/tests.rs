@@ -52,10 +52,18 @@ fn lower_precedence_wins_then_name_breaks_ties() {
         )
     };
     let config = config_of(vec![fs("zeta", 500), fs("beta", 600), fs("alpha", 600)]);
-    let got = classify(&config, &user("u", &[]), &non_resource("get", "/"));
+    let got = classify(
+        &MatchIndex::of(&config),
+        &user("u", &[]),
+        &non_resource("get", "/"),
+    );
     assert_eq!(got.flow_schema.name, "zeta");
     let config = config_of(vec![fs("beta", 600), fs("alpha", 600)]);
-    let got = classify(&config, &user("u", &[]), &non_resource("get", "/"));
+    let got = classify(
+        &MatchIndex::of(&config),
+        &user("u", &[]),
+        &non_resource("get", "/"),
+    );
     assert_eq!(got.flow_schema.name, "alpha");
 }
 
@@ -80,7 +88,11 @@ fn earlier_schema_wins_even_when_its_matching_rule_comes_later() {
         vec![everything(vec![user_subject("u")])],
     );
     let config = config_of(vec![second, first]);
-    let got = classify(&config, &user("u", &["dev"]), &non_resource("get", "/"));
+    let got = classify(
+        &MatchIndex::of(&config),
+        &user("u", &["dev"]),
+        &non_resource("get", "/"),
+    );
     assert_eq!(got.flow_schema.name, "first");
 }
 
@@ -88,7 +100,11 @@ fn earlier_schema_wins_even_when_its_matching_rule_comes_later() {
 fn caller_outside_both_auth_groups_falls_back_to_catch_all() {
     let config = bootstrap_config();
     for identity in [raw_user("ghost", &[]), raw_user("ghost", &["dev"])] {
-        let got = classify(&config, &identity, &resource("get", "", "ns", "pods", ""));
+        let got = classify(
+            &MatchIndex::of(&config),
+            &identity,
+            &resource("get", "", "ns", "pods", ""),
+        );
         assert_eq!(got.flow_schema.name, "catch-all");
         assert_eq!(got.priority_level.name, "catch-all");
         // catch-all rejects (no queues): no distinguisher, no hash, no hand.
@@ -107,7 +123,11 @@ fn catch_all_defined_in_files_still_is_the_fallback() {
         vec![everything(vec![group("nobody")])],
     );
     let config = config_of(vec![narrowed]);
-    let got = classify(&config, &raw_user("ghost", &[]), &non_resource("get", "/"));
+    let got = classify(
+        &MatchIndex::of(&config),
+        &raw_user("ghost", &[]),
+        &non_resource("get", "/"),
+    );
     assert_eq!(got.flow_schema.name, "catch-all");
     assert_eq!(got.flow_distinguisher, "ghost");
 }
@@ -135,7 +155,7 @@ fn distinguisher_and_hash_only_when_the_level_shards_over_queues() {
             *method,
             vec![everything(vec![group("*")])],
         );
-        let got = classify(&config_of(vec![fs]), &who, info);
+        let got = classify(&MatchIndex::of(&config_of(vec![fs])), &who, info);
         let case = format!("{level} {method:?} {info:?}");
         assert_eq!(got.flow_schema.name, "fs", "{case}");
         assert_eq!(got.flow_distinguisher, *want_distinguisher, "{case}");
@@ -154,7 +174,7 @@ fn hand_deals_the_levels_queues_from_the_flow_hash() {
     let config = bootstrap_config();
     // Expected hands from an independent transcription of shufflesharding.go's Deal.
     let got = classify(
-        &config,
+        &MatchIndex::of(&config),
         &user("alice", &[]),
         &resource("get", "", "ns", "pods", ""),
     );
@@ -167,7 +187,7 @@ fn hand_deals_the_levels_queues_from_the_flow_hash() {
         &[],
     );
     let got = classify(
-        &config,
+        &MatchIndex::of(&config),
         &sa,
         &resource("list", "apps", "kube-system", "deployments", ""),
     );

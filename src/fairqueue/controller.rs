@@ -19,6 +19,7 @@ use super::borrowing::{self, BorrowingOutcome, LevelDemand, SeatDemandStats};
 use super::limits::{self, LevelLimits};
 use super::queueset::{QueueSetError, QueueShape, QueuingConfig};
 use super::retry_after::DroppedRequestsTracker;
+use crate::classify::MatchIndex;
 use crate::config::{Config, PriorityLevel, PriorityLevelRef};
 
 /// Why flow control cannot be built or a level cannot be configured.
@@ -73,6 +74,8 @@ impl LevelHandle {
 #[derive(Debug)]
 pub struct Snapshot {
     config: Arc<Config>,
+    /// The configuration's classification index, built once per configuration.
+    index: MatchIndex,
     /// FNV: looked up once per request by a configured level name (not caller input).
     levels: fnv::FnvHashMap<String, LevelHandle>,
 }
@@ -81,6 +84,11 @@ impl Snapshot {
     /// The configuration to classify with.
     pub fn config(&self) -> &Arc<Config> {
         &self.config
+    }
+
+    /// The index [`crate::classify::classify`] searches.
+    pub fn index(&self) -> &MatchIndex {
+        &self.index
     }
 
     /// The level a FlowSchema names.
@@ -167,6 +175,7 @@ impl FlowControl {
                 nominal_cl_sum: 0,
             }),
             snapshot: RwLock::new(Arc::new(Snapshot {
+                index: MatchIndex::of(config),
                 config: Arc::new(config.clone()),
                 levels: fnv::FnvHashMap::default(),
             })),
@@ -344,6 +353,7 @@ impl FlowControl {
             })
             .collect();
         let snapshot = Arc::new(Snapshot {
+            index: MatchIndex::of(config),
             config: Arc::new(config.clone()),
             levels,
         });

@@ -75,7 +75,7 @@ impl FlowRequest {
         wait_limit: Duration,
         with_details: bool,
     ) -> Result<FlowRequest, NoQueues> {
-        let classification = classify(snapshot.config(), identity, info);
+        let classification = classify(snapshot.index(), identity, info);
         let level = snapshot
             .level(&classification.priority_level.name)
             .ok_or_else(|| NoQueues(classification.priority_level.name.clone()))?

@@ -19,7 +19,7 @@ use std::io::BufRead;
 use std::time::Duration;
 
 use crate::auth::Identity;
-use crate::cli::classify::{read_bounded_line, MAX_LINE_BYTES};
+use crate::classify::{read_bounded_line, MAX_LINE_BYTES};
 
 /// One thing that happens in a recorded workload.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,6 +1,7 @@
 //! The explanation agrees with the decision, and names the field that failed.
 
 use super::*;
+use crate::classify::MatchIndex;
 use crate::classify::{classify, Mismatch};
 use crate::config::{ResourcePolicyRule, Subject};
 
@@ -41,7 +42,7 @@ fn the_explanation_ends_at_the_schema_classify_chooses() {
         for (method, target) in requests {
             let info = info(method, target);
             let explained = explain(&config, id, &info);
-            let chosen = classify(&config, id, &info);
+            let chosen = classify(&MatchIndex::of(&config), id, &info);
             let last = explained.flow_schemas.last().expect("tried one");
             assert!(last.matched);
             assert_eq!(

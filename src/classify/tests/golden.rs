@@ -56,7 +56,7 @@ fn bootstrap_config_classifies_realistic_requests() {
     ];
     let config = bootstrap_config();
     for (name, identity, info, fs, pl, distinguisher) in cases {
-        let got = classify(&config, identity, &info);
+        let got = classify(&MatchIndex::of(&config), identity, &info);
         assert_eq!(
             (
                 got.flow_schema.name.as_str(),

@@ -225,7 +225,7 @@ proptest! {
         info in request(),
     ) {
         let config = config_of(schemas);
-        let got = classify(&config, &identity, &info);
+        let got = classify(&MatchIndex::of(&config), &identity, &info);
         let want = config
             .flow_schemas()
             .iter()

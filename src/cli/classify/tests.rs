@@ -1,11 +1,13 @@
 use super::*;
+use crate::auth::Identity;
 use crate::classify::flow_hash;
 use crate::classify::tests::support::bootstrap_config;
 
 fn run_lines(input: &[u8]) -> (Vec<String>, Summary) {
     let mut out = Vec::new();
     let config = bootstrap_config();
-    let summary = Classifier::new(&config, DEFAULT_SERVER_CONCURRENCY_LIMIT)
+    let offline = Offline::new(&config, DEFAULT_SERVER_CONCURRENCY_LIMIT).expect("valid limits");
+    let summary = Classifier(offline)
         .classify_lines(input, &mut out, false)
         .expect("writing to a Vec cannot fail");
     let text = String::from_utf8(out).expect("output is UTF-8");
@@ -133,12 +135,12 @@ fn named_user_is_authenticated_and_keeps_uid_and_extra() {
         r#"{"method":"GET","url":"/","user":"alice","groups":["dev"],"uid":"42","extra":{"scopes":["a"]}}"#,
     )
     .expect("a valid line");
-    let identity = identity_of(&input);
+    let identity = input.identity();
     assert_eq!(identity.user, "alice");
     assert_eq!(identity.uid, "42");
     assert_eq!(identity.groups, ["dev", "system:authenticated"]);
     assert_eq!(identity.extra["scopes"], ["a"]);
-    let anonymous = identity_of(&ClassifyInput::default());
+    let anonymous = ClassifyInput::default().identity();
     assert_eq!(anonymous, Identity::anonymous());
 }
 

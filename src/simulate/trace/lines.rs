@@ -7,8 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{Parsed, TraceEvent, TraceRequest};
-use crate::cli::classify::{identity_of, request_target};
-use crate::cli::ClassifyInput;
+use crate::classify::ClassifyInput;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -45,8 +44,8 @@ pub(super) fn parse_line(line: &[u8], number: u64) -> Result<Parsed, String> {
         duration: Some(duration),
         first_byte,
         method,
-        uri: request_target(&l.request.url).to_string(),
-        identity: identity_of(&l.request),
+        uri: l.request.target().to_string(),
+        identity: l.request.identity(),
         status: None,
     };
     Ok(Parsed::Events(

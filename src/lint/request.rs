@@ -1,0 +1,191 @@
+//! One described request judged against a configuration: its classification, why (every
+//! FlowSchema tried), and the seats it would take. `classify`, `classify --explain` and the admin
+//! listener's `explain` and `rejected` endpoints share it; the seats come from
+//! [`FlowRequest::prepare`], the very path that admits live requests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::classify::{explain, Classification, ClassifyInput, Explanation};
+use crate::config::Config;
+use crate::fairqueue::controller::{FlowControl, FlowControlError, Snapshot};
+use crate::fairqueue::flow_request::FlowRequest;
+use crate::fairqueue::work_estimate::{parse_query, WorkEstimator};
+use crate::request_info::{self, RequestInfo};
+
+/// The server concurrency limit a command assumes when it serves nothing: the defaults of
+/// `--max-requests-inflight` (400) and `--max-mutating-requests-inflight` (200). It sets each
+/// level's `maxSeats`.
+pub const DEFAULT_SERVER_CONCURRENCY_LIMIT: u32 = 600;
+
+/// A request classified, with its attributes and seats.
+#[derive(Debug)]
+pub struct Judged {
+    /// The request's attributes.
+    pub info: Arc<RequestInfo>,
+    /// Its FlowSchema, level and flow.
+    pub classification: Classification,
+    /// The seats it would occupy at its widest (`max(initial, final)`), capped by its level's
+    /// `maxSeats` as flow control caps them.
+    pub seats: u32,
+}
+
+/// Judges `input` against the configuration and levels of `snapshot`, with `estimator`'s seats;
+/// `Err` with a message when its URL does not parse.
+pub fn judge(
+    snapshot: &Snapshot,
+    estimator: &WorkEstimator,
+    input: &ClassifyInput,
+) -> Result<Judged, String> {
+    let target = input.target();
+    let info = Arc::new(request_info::parse(&input.method, target).map_err(|e| e.to_string())?);
+    let query = target.split_once('?').map(|(_, q)| q);
+    let prepared = FlowRequest::prepare(
+        snapshot,
+        estimator,
+        &input.identity(),
+        &info,
+        query,
+        Duration::ZERO,
+        false,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(Judged {
+        seats: prepared.admit.estimate.max_seats(),
+        classification: prepared.classification,
+        info,
+    })
+}
+
+/// Flow control for a configuration that serves nothing, to judge described requests against.
+pub struct Offline {
+    flow_control: FlowControl,
+    estimator: WorkEstimator,
+}
+
+impl Offline {
+    /// Flow control for `config` at `server_cl`, with an estimator that knows no object counts
+    /// (lists, watches and writes cost what the apiserver charges for unknown resources).
+    pub fn new(config: &Config, server_cl: u32) -> Result<Offline, FlowControlError> {
+        let (flow_control, _) = FlowControl::new(config, server_cl, Instant::now())?;
+        Ok(Offline {
+            flow_control,
+            estimator: WorkEstimator::default(),
+        })
+    }
+
+    /// [`judge`] against this configuration.
+    pub fn judge(&self, input: &ClassifyInput) -> Result<Judged, String> {
+        judge(&self.flow_control.snapshot(), &self.estimator, input)
+    }
+
+    /// [`explain_request`] against this configuration.
+    pub fn explain(&self, input: &ClassifyInput) -> Result<Explained, String> {
+        explain_request(&self.flow_control.snapshot(), &self.estimator, input)
+    }
+}
+
+/// The JSON form of `classify --explain`: the explanation and the verdict.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Explained {
+    /// The request's attributes.
+    pub request_info: RequestInfo,
+    /// The schemas tried and why each matched or not.
+    #[serde(flatten)]
+    pub explanation: Explanation,
+    /// The chosen FlowSchema.
+    pub flow_schema: String,
+    /// Its priority level.
+    pub priority_level: String,
+    /// The flow distinguisher.
+    pub flow_distinguisher: String,
+    /// Whether the level is exempt.
+    pub exempt: bool,
+    /// The queues the flow is dealt, when the level shuffle-shards.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hand: Option<Vec<usize>>,
+    /// The seats the request would occupy.
+    pub seats: u32,
+}
+
+/// Explains one request against `snapshot`: every FlowSchema in the order tried, then the
+/// verdict; `Err` with a message when the URL does not parse.
+pub fn explain_request(
+    snapshot: &Snapshot,
+    estimator: &WorkEstimator,
+    input: &ClassifyInput,
+) -> Result<Explained, String> {
+    let judged = judge(snapshot, estimator, input)?;
+    let explanation = explain(snapshot.config(), &input.identity(), &judged.info);
+    let class = &judged.classification;
+    debug_assert_eq!(
+        explanation.flow_schemas.last().map(|t| t.name.as_str()),
+        Some(class.flow_schema.name.as_str()),
+        "explain agrees with classify"
+    );
+    Ok(Explained {
+        explanation,
+        flow_schema: class.flow_schema.name.clone(),
+        priority_level: class.priority_level.name.clone(),
+        flow_distinguisher: class.flow_distinguisher.clone(),
+        exempt: class.is_exempt(),
+        hand: class.hand().map(|h| h.as_slice().to_vec()),
+        seats: judged.seats,
+        request_info: Arc::unwrap_or_clone(judged.info),
+    })
+}
+
+// === impl Explained ===
+
+impl Explained {
+    /// The text form: the schemas tried, then one verdict line.
+    pub fn to_text(&self) -> String {
+        let mut text = self.explanation.to_text(&self.request_info);
+        let hand = self
+            .hand
+            .as_ref()
+            .map(|h| format!(", hand {h:?}"))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "=> FlowSchema {}, priority level {}{}, flow distinguisher {:?}{hand}, {} seat(s)\n",
+            self.flow_schema,
+            self.priority_level,
+            if self.exempt { " (exempt)" } else { "" },
+            self.flow_distinguisher,
+            self.seats
+        ));
+        text
+    }
+}
+
+/// The request a `/debug/api_priority_and_fairness/explain` query describes:
+/// `?url=PATH&method=GET&user=U&group=G&group=G2&uid=I` (`method` defaults to `GET`; without
+/// `user` the caller is anonymous).
+pub fn input_from_query(query: &str) -> Result<ClassifyInput, String> {
+    let mut input = ClassifyInput {
+        method: "GET".to_string(),
+        ..Default::default()
+    };
+    for (key, value) in parse_query(query) {
+        match key.as_str() {
+            "url" => input.url = value,
+            "method" => input.method = value,
+            "user" => input.user = Some(value),
+            "group" => input.groups.push(value),
+            "uid" => input.uid = value,
+            _ => {
+                return Err(format!(
+                    "unknown parameter {key:?}: use url, method, user, group, uid"
+                ))
+            }
+        }
+    }
+    if input.url.is_empty() {
+        return Err("the url parameter is required (the request's path and query)".to_string());
+    }
+    Ok(input)
+}
