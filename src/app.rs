@@ -204,7 +204,7 @@ impl App {
             let source_metrics = SourceMetrics::register(metrics.registry())?;
             let source = ClusterSource::new(
                 upstream.clone(),
-                reloader.clone(),
+                Arc::new(reloader.clone()),
                 config_ready.clone(),
                 source_metrics,
             );

@@ -5,7 +5,8 @@
 //! - list both kinds, apply them as one configuration, then watch each kind from its list's
 //!   `resourceVersion` with `allowWatchBookmarks=true` and a server-side `timeoutSeconds`
 //!   between 5 and 10 minutes;
-//! - every change goes through the same path as a file reload ([`crate::app::Reloader`]):
+//! - every change goes through the same path as a file reload (the [`ApplyConfig`] the caller
+//!   gives: the app's reloader):
 //!   validated as a whole, applied in place (queued and executing requests survive), refused
 //!   whole and counted when invalid, the last good configuration kept;
 //! - `410 Gone` (an expired resource version, as a status or an `ERROR` event) lists that kind
@@ -30,7 +31,6 @@ use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use k8s_openapi::List;
 use tokio::time::Instant;
 
-use crate::app::Reloader;
 use crate::body::empty_body;
 use crate::server::ReadyFlag;
 use crate::upstream::Route;
@@ -79,10 +79,23 @@ enum WatchEnd {
     Failed(SourceError),
 }
 
+/// Where a source hands each configuration it reads: applied in place or refused whole, as a
+/// file reload is (queued and executing requests survive; the last good configuration stays on
+/// refusal, which the applier logs and counts).
+pub trait ApplyConfig: Send + Sync + 'static {
+    /// Applies `loaded`, read from `source_name`, at `now`; `Err` with the reason when refused.
+    fn apply_loaded(
+        &self,
+        source_name: &str,
+        loaded: Result<crate::config::Loaded, crate::config::ConfigError>,
+        now: Instant,
+    ) -> Result<(), crate::body::BoxError>;
+}
+
 /// The cluster configuration source. Start it with [`ClusterSource::run`].
 pub struct ClusterSource {
     upstream: UpstreamClient,
-    reloader: Reloader,
+    reloader: Arc<dyn ApplyConfig>,
     objects: Mutex<ClusterObjects>,
     ready: ReadyFlag,
     metrics: SourceMetrics,
@@ -103,7 +116,7 @@ impl ClusterSource {
     /// the first list has been applied.
     pub fn new(
         upstream: UpstreamClient,
-        reloader: Reloader,
+        reloader: Arc<dyn ApplyConfig>,
         ready: ReadyFlag,
         metrics: SourceMetrics,
     ) -> Arc<Self> {

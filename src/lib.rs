@@ -25,4 +25,5 @@ pub mod request_info;
 pub mod server;
 pub mod shuffle_sharding;
 pub mod simulate;
+pub mod status;
 pub mod upstream;

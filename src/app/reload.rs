@@ -313,3 +313,14 @@ async fn next_hangup(hangups: &mut Hangups) {
 async fn next_hangup(_: &mut Hangups) {
     std::future::pending().await
 }
+
+impl crate::config_source::ApplyConfig for Reloader {
+    fn apply_loaded(
+        &self,
+        source_name: &str,
+        loaded: Result<config::Loaded, ConfigError>,
+        now: Instant,
+    ) -> Result<(), crate::body::BoxError> {
+        Reloader::apply_loaded(self, source_name, loaded, now).map_err(Into::into)
+    }
+}

@@ -64,10 +64,12 @@ pub struct DenyAll;
 
 impl AdminGate for DenyAll {
     fn check(&self, _: &Request<Incoming>) -> BoxFuture<'static, Option<Response<ProxyBody>>> {
-        let error = crate::proxy::ProxyError::Forbidden {
-            message: "the admin listener has no authorizer".to_string(),
-        };
-        Box::pin(async move { Some(crate::proxy::error_response(&error)) })
+        let response = crate::status::failure(
+            http::StatusCode::FORBIDDEN,
+            "Forbidden",
+            "forbidden: the admin listener has no authorizer".to_string(),
+        );
+        Box::pin(async move { Some(response) })
     }
 }
 
