@@ -42,6 +42,7 @@ use crate::fairqueue::borrowing::{
     concurrency_denominator, BorrowingOutcome, BORROWING_ADJUSTMENT_PERIOD,
 };
 use crate::fairqueue::controller::FlowControl;
+use crate::fairqueue::shadow::{self, Shadow, ShadowMetrics};
 use crate::fairqueue::work_estimate::WorkEstimator;
 use crate::metrics::Metrics;
 use crate::proxy::{Forwarder, ForwarderConfig, Proxy, WatchStream};
@@ -49,7 +50,6 @@ use crate::server::{
     self, shutdown_channel, ConfigSource, ConnectionInfo, FlowControlMode, ProxyBody, Running,
     ServeOptions, ServeParts, ShutdownSignal, ShutdownTrigger,
 };
-use crate::simulate::shadow::{self, Shadow, ShadowMetrics};
 use crate::upstream::Route;
 use crate::upstream::{UpstreamAuth, UpstreamClient, UpstreamConfig};
 

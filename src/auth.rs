@@ -60,7 +60,7 @@ pub use secret::{Secret, REDACTED};
 pub use stats::{AttemptResult, AuthStats, TokenCacheStats, TokenReviewStats};
 pub use tokenfile::TokenFileError;
 
-/// The records of token-file text (for the fuzz targets; see [`crate::fuzzing`]).
+/// The records of token-file text (for the fuzz targets).
 pub(crate) fn tokenfile_records(
     path: &std::path::Path,
     text: &str,

@@ -2,7 +2,9 @@
 //!
 //! Mirrors `k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing` and the limit computations of
 //! `apf_controller.go`. The queue set and the allocations are sans-I/O (time is passed in); the
-//! async admission wraps them for tokio.
+//! async admission wraps them for tokio. [`flow_request`] is the one path from a request's
+//! attributes to an admission, [`timeout`] the one computation of its deadlines; the pipeline,
+//! `simulate` and the [`shadow`] configurations all go through them.
 
 pub mod admission;
 pub mod borrowing;
@@ -12,6 +14,7 @@ pub mod limits;
 pub mod queueset;
 pub mod retry_after;
 pub mod seat_seconds;
+pub mod shadow;
 pub mod timeout;
 pub mod work_estimate;
 

@@ -129,14 +129,14 @@ pub fn parse(method: &str, target: &str) -> Result<RequestInfo, RequestInfoError
     })
 }
 
-/// Whether `labels.Parse` accepts `selector` (for the fuzz targets; see [`crate::fuzzing`]).
+/// Whether `labels.Parse` accepts `selector` (for the fuzz targets).
 pub(crate) fn label_selector_is_valid(selector: &str) -> bool {
     label_selector::is_valid(selector)
 }
 
 /// The value of `selector`'s exact `field` term as `fields.ParseSelector(selector)
 /// .RequiresExactMatch(field)` finds it, or `None` when the selector does not parse (for the fuzz
-/// targets; see [`crate::fuzzing`]).
+/// targets).
 pub(crate) fn field_selector_exact_match(selector: &str, field: &str) -> Option<Option<String>> {
     list_options::exact_match(selector, field)
         .ok()

@@ -7,7 +7,6 @@
 pub mod engine;
 pub mod html;
 pub mod record;
-pub mod shadow;
 pub mod trace;
 
 pub use engine::{simulate, SimError, SimOptions};

@@ -19,12 +19,12 @@ use crate::classify::ClassifyInput;
 use crate::debug_dump::{self, PriorityLevelRow, QueueRow, RequestRow, WallClock};
 use crate::fairqueue::controller::{FlowControl, LevelInfo};
 use crate::fairqueue::queueset::RequestDump;
+use crate::fairqueue::shadow::Shadow;
 use crate::fairqueue::work_estimate::WorkEstimator;
 use crate::lint::request::{explain_request, input_from_query, Explained};
 use crate::metrics::Metrics;
 use crate::proxy::rejections::{RecentRejections, RejectedRequest};
 use crate::server::not_found;
-use crate::simulate::shadow::Shadow;
 
 /// Where the debug endpoints live.
 pub const DEBUG_PREFIX: &str = "/debug/api_priority_and_fairness/";

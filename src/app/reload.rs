@@ -21,9 +21,9 @@ use tokio::time::Instant;
 use crate::auth::Authenticator;
 use crate::config::{self, ConfigError};
 use crate::fairqueue::controller::FlowControl;
+use crate::fairqueue::shadow::Shadow;
 use crate::metrics::{CertificateKind, Metrics};
 use crate::server::ServerTls;
-use crate::simulate::shadow::Shadow;
 
 /// How often the watched files are checked.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(2);

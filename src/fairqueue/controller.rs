@@ -128,6 +128,24 @@ struct Inner {
     nominal_cl_sum: u32,
 }
 
+/// An admission started by [`FlowControl::start_admit`].
+pub enum Admitting {
+    /// Decided at once: seats granted (the request executes now) or a rejection.
+    Decided(Result<Seat, Rejection>),
+    /// Queued: the rest of the admission, to be awaited.
+    Waiting(std::pin::Pin<Box<dyn Future<Output = Result<Seat, Rejection>> + Send>>),
+}
+
+impl Admitting {
+    /// The admission's outcome, waiting for it if need be.
+    pub async fn outcome(self) -> Result<Seat, Rejection> {
+        match self {
+            Admitting::Decided(admitted) => admitted,
+            Admitting::Waiting(admitting) => admitting.await,
+        }
+    }
+}
+
 /// Every priority level's queue set, built from a [`Config`] and the server concurrency limit.
 pub struct FlowControl {
     server_cl: u32,
@@ -271,6 +289,19 @@ impl FlowControl {
             .queues
             .admit(req)
             .map(move |admitted| admitted.map_err(|rejection| self.with_retry_after(rejection)))
+    }
+
+    /// Starts admitting `req` without a runtime task: polls the admission once, so that a
+    /// request dispatched at once (most of them) costs no task or timer, and hands back the
+    /// future otherwise. What `simulate` and the shadows do for every request they replay.
+    pub fn start_admit(self: &Arc<Self>, level: LevelHandle, req: AdmitRequest) -> Admitting {
+        let flow_control = Arc::clone(self);
+        let mut admitting = Box::pin(async move { flow_control.admit(&level, req).await });
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match admitting.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(admitted) => Admitting::Decided(admitted),
+            std::task::Poll::Pending => Admitting::Waiting(admitting),
+        }
     }
 
     /// `rejection` with the level's current `Retry-After`, its drop recorded.

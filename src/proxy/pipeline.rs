@@ -33,13 +33,13 @@ use crate::config::{FlowSchemaRef, PriorityLevelRef};
 use crate::fairqueue::admission::{Rejection, Seat};
 use crate::fairqueue::controller::FlowControl;
 use crate::fairqueue::flow_request::{FlowRequest, Handling};
+use crate::fairqueue::shadow::{self, Shadow, ShadowTickets};
 use crate::fairqueue::timeout::deadlines;
 use crate::fairqueue::work_estimate::{WatchGuard, WorkEstimator};
 use crate::fairqueue::WorkEstimate;
 use crate::metrics::{FlowMetrics, Metrics};
 use crate::request_info::{self, RequestInfo, RequestInfoError};
 use crate::server::ConnectionInfo;
-use crate::simulate::shadow::{self, Shadow, ShadowTickets};
 
 /// `X-Kubernetes-PF-FlowSchema-UID`: the matched FlowSchema's UID.
 pub static FLOW_SCHEMA_UID_HEADER: HeaderName =

@@ -7,9 +7,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -20,7 +18,7 @@ use super::trace::{TraceEvent, TraceRequest};
 use crate::config::Config;
 use crate::fairqueue::admission::{LevelQueues, Rejection, Seat};
 use crate::fairqueue::borrowing::BORROWING_ADJUSTMENT_PERIOD;
-use crate::fairqueue::controller::{FlowControl, FlowControlError};
+use crate::fairqueue::controller::{Admitting, FlowControl, FlowControlError};
 use crate::fairqueue::flow_request::{FlowRequest, Handling};
 use crate::fairqueue::timeout::deadlines;
 use crate::fairqueue::work_estimate::{ObjectStats, WatchGuard, WorkEstimator};
@@ -264,27 +262,25 @@ impl Sim {
             distinguisher: admit.flow.flow_distinguisher.clone(),
         };
         lock(&self.recorder).arrived(&outcome.priority_level, &outcome.flow_schema);
-        let flow_control = Arc::clone(&self.flow_control);
         let queues = Arc::clone(level.queues());
-        let mut admitting = Box::pin(async move { flow_control.admit(&level, admit).await });
-        if handling == Handling::Ordinary {
+        let admitting = match (handling, self.flow_control.start_admit(level, admit)) {
             // Most requests get their seats at once: no task, no timer of their own.
-            let mut cx = Context::from_waker(Waker::noop());
-            if let Poll::Ready(admitted) = admitting.as_mut().poll(&mut cx) {
+            (Handling::Ordinary, Admitting::Decided(admitted)) => {
                 let seat = outcome.record(admitted, &queues)?;
                 // From the exact arrival, not the clock: tokio's timers tick in milliseconds,
                 // and `now` is the arrival rounded up to one.
                 let until = arrived + request.duration.unwrap_or_default();
                 return Some((until, seat));
             }
-        }
+            (_, admitting) => admitting,
+        };
         let estimator = self.estimator.clone();
         let open_watches = Arc::clone(&self.open_watches);
         let query = query.map(str::to_owned);
         let alive = alive.clone();
         tokio::spawn(async move {
             let _alive = alive;
-            let Some(seat) = outcome.record(admitting.await, &queues) else {
+            let Some(seat) = outcome.record(admitting.outcome().await, &queues) else {
                 return;
             };
             match handling {

@@ -8,23 +8,21 @@
 //! changes a request: it runs in a task of its own, and its verdicts go to the
 //! `apf_proxy_shadow_*` metrics and the shadow's debug dumps.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::admission::{Rejection, Seat};
+use super::controller::{Admitting, FlowControl, FlowControlError};
+use super::flow_request::FlowRequest;
+use super::work_estimate::WorkEstimator;
 use crate::auth::Identity;
 use crate::config::Config;
-use crate::fairqueue::admission::{Rejection, Seat};
-use crate::fairqueue::controller::{FlowControl, FlowControlError};
-use crate::fairqueue::flow_request::FlowRequest;
-use crate::fairqueue::work_estimate::WorkEstimator;
 use crate::request_info::RequestInfo;
 
 /// The `shadow` label of a dry-run: the configuration in force, evaluated.
@@ -298,8 +296,7 @@ impl Shadow {
 
     /// Every 10 s, as for the configuration in force: concurrency borrowing between levels.
     pub async fn adjust_borrowing(self: Arc<Self>) {
-        let mut ticks =
-            tokio::time::interval(crate::fairqueue::borrowing::BORROWING_ADJUSTMENT_PERIOD);
+        let mut ticks = tokio::time::interval(super::borrowing::BORROWING_ADJUSTMENT_PERIOD);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let now = ticks.tick().await;
@@ -355,17 +352,17 @@ impl Shadow {
             priority_level: classification.priority_level.name.clone(),
             flow_schema: classification.flow_schema.name.clone(),
         };
-        let flow_control = Arc::clone(&self.flow_control);
-        let mut admitting = Box::pin(async move { flow_control.admit(&level, admit).await });
         // Most requests get their seats at once: then the real request holds them, and the
         // shadow costs no task.
-        let mut cx = Context::from_waker(Waker::noop());
-        if let Poll::Ready(admitted) = admitting.as_mut().poll(&mut cx) {
-            return verdict.record(admitted).map(ShadowTicket::Held);
-        }
+        let admitting = match self.flow_control.start_admit(level, admit) {
+            Admitting::Decided(admitted) => {
+                return verdict.record(admitted).map(ShadowTicket::Held)
+            }
+            waiting => waiting,
+        };
         let (done, executed) = oneshot::channel();
         tokio::spawn(async move {
-            if let Some(seat) = verdict.record(admitting.await) {
+            if let Some(seat) = verdict.record(admitting.outcome().await) {
                 hold(seat, executed).await;
             }
         });
