@@ -1,7 +1,9 @@
-//! The commands behind the binary's subcommands, writing to standard output.
+//! The commands behind the binary's subcommands: thin shells that load a configuration, call a
+//! room below (`app`, `lint`, `simulate`, `admission`, ...) and write to standard output. No room
+//! imports `cli`; domain code a command needs lives in the room it belongs to.
 //!
-//! `main.rs` parses the command line and maps results to exit codes; the work is here so that it is
-//! reachable from tests.
+//! `main.rs` parses the command line and maps results to exit codes; the commands live in the
+//! library so that tests reach them.
 
 use std::path::Path;
 use std::process::ExitCode;

@@ -1,9 +1,21 @@
 //! kube-apf-proxy: Kubernetes API Priority and Fairness enforced by a reverse proxy in front of
 //! kube-apiserver.
 //!
-//! The request path is `server` → `auth` → `request_info` → `classify` → `fairqueue` → `proxy`.
-//! `request_info`, `classify` and the queue core in `fairqueue` are sans-I/O: they take time as a
-//! value and never touch a socket, so they are tested without a runtime.
+//! The request path is `server` → `auth` → `request_info` → `classify` → `fairqueue` → `proxy`
+//! → `upstream`. `request_info`, `classify` and the queue core in `fairqueue` are sans-I/O: they
+//! take time as a value and never touch a socket, so they are tested without a runtime.
+//!
+//! Imports run one way, down (a room never imports one above it; where it must call up, it takes
+//! a trait or a closure from its caller):
+//! - the binary and `cli` (thin shells over the rooms below, writing to standard output);
+//! - `app`: the assembly of a running proxy (flags, configuration, reloads, admin routes);
+//! - the features: `proxy` (the request pipeline and the one error-to-response function),
+//!   `admission` (the webhook), `simulate` (virtual-time replay), `config_source` (the cluster
+//!   as configuration); then `metrics`, the registry they all report to;
+//! - the core: `lint` (analysis, and described requests judged), `fairqueue` (queue sets, limits,
+//!   borrowing, work estimation, admission, shadows), `classify`;
+//! - the ground: `config`, `request_info`, `auth`, `server`, `upstream`;
+//! - leaves every room may use: `body`, `status`, `debug_dump`, `duration`, `shuffle_sharding`.
 
 pub mod admission;
 pub mod app;
