@@ -13,6 +13,7 @@ mod error;
 pub mod exec_credential;
 mod forward;
 mod headers;
+mod identity;
 mod kubeconfig;
 mod options;
 mod pipeline;
@@ -34,6 +35,7 @@ pub use forward::{ForwardRequest, Forwarder, ForwarderConfig, ForwarderConfigErr
 pub use headers::{
     escape_extra_key, prepare_request_headers, ForgeableHeaders, IdentityForwarding,
 };
+pub use identity::{ForwardableIdentity, IdentityRefused, RefusalReason};
 pub use kubeconfig::{Kubeconfig, KubeconfigContext, KubeconfigError, PemSource};
 pub use pipeline::{Proxy, WatchStream, FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER};
 pub use timeout::{effective_timeout, parse_go_duration, GoDurationError};
