@@ -22,9 +22,9 @@ use serde::{Deserialize, Serialize};
 
 pub use endpoint::{
     handle, review_bytes, serve, Webhook, WebhookError, WebhookOptions, WebhookState,
-    MAX_BODY_BYTES,
+    MAX_BODY_BYTES, MAX_CONCURRENT_REVIEWS, REVIEW_DEADLINE,
 };
-pub use review::{Reviewer, MAX_WARNING_CHARS};
+pub use review::{Reviewer, MAX_CONFIGMAP_BYTES, MAX_WARNING_CHARS};
 
 /// `apiVersion` of the only AdmissionReview version served.
 pub const API_VERSION: &str = "admission.k8s.io/v1";

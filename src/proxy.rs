@@ -14,6 +14,7 @@
 mod error;
 mod forward;
 mod headers;
+mod identity;
 mod options;
 mod pipeline;
 pub mod rejections;
@@ -26,5 +27,6 @@ pub use forward::{ForwardRequest, Forwarder, ForwarderConfig, ForwarderConfigErr
 pub use headers::{
     escape_extra_key, prepare_request_headers, ForgeableHeaders, IdentityForwarding,
 };
+pub use identity::{ForwardableIdentity, IdentityRefused, RefusalReason};
 pub use pipeline::{Proxy, WatchStream, FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER};
 pub use token_review::TOKEN_REVIEW_PATH;

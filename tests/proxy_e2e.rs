@@ -22,6 +22,8 @@ mod failures;
 mod faults;
 #[path = "proxy_e2e/flow_control.rs"]
 mod flow_control;
+#[path = "proxy_e2e/identity_refusal.rs"]
+mod identity_refusal;
 #[path = "proxy_e2e/kubectl.rs"]
 mod kubectl;
 #[path = "proxy_e2e/requests.rs"]

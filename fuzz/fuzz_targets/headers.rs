@@ -14,7 +14,9 @@ use std::sync::OnceLock;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use kube_apf_proxy::auth::{AuthConfig, Authenticator, RequestHeaderConfig};
-use kube_apf_proxy::proxy::{prepare_request_headers, ForgeableHeaders, IdentityForwarding};
+use kube_apf_proxy::proxy::{
+    prepare_request_headers, ForgeableHeaders, ForwardableIdentity, IdentityForwarding,
+};
 use libfuzzer_sys::fuzz_target;
 use rustls_pki_types::CertificateDer;
 
@@ -114,14 +116,33 @@ fuzz_target!(|data: &[u8]| {
     };
     let identity = authenticated.identity;
     let peer = Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
-    let user_header = HeaderValue::from_str(&identity.user).ok();
+    let user_header = HeaderValue::from_bytes(identity.user.as_bytes()).ok();
     for mode in [
         IdentityForwarding::Passthrough,
         IdentityForwarding::Impersonate,
         IdentityForwarding::Requestheader,
     ] {
         let mut out = headers.clone();
-        prepare_request_headers(&mut out, mode, &identity, &world.forgeable, peer, false);
+        // An identity that cannot travel unchanged is refused whole; one that is accepted is
+        // always encoded, its user included.
+        let Ok(checked) = ForwardableIdentity::check(identity.clone(), mode) else {
+            assert_ne!(mode, IdentityForwarding::Passthrough, "passthrough refuses nothing");
+            continue;
+        };
+        prepare_request_headers(&mut out, &checked, &world.forgeable, peer, false)
+            .expect("a checked identity is encoded");
+        let ours = match mode {
+            IdentityForwarding::Passthrough => None,
+            IdentityForwarding::Impersonate => Some("impersonate-"),
+            IdentityForwarding::Requestheader => Some("x-remote-"),
+        };
+        if let Some(prefix) = ours {
+            let mut added = out.iter().filter(|(k, _)| k.as_str().starts_with(prefix));
+            assert!(
+                added.all(|(_, v)| !v.is_empty()),
+                "no empty identity header is sent"
+            );
+        }
         let remote: Vec<&HeaderName> = out
             .keys()
             .filter(|k| k.as_str().starts_with("x-remote-"))
@@ -132,15 +153,13 @@ fuzz_target!(|data: &[u8]| {
             }
             IdentityForwarding::Impersonate => {
                 assert!(out.get("authorization").is_none(), "caller credential kept");
-                if let Some(user) = &user_header {
-                    assert_eq!(values(&out, "impersonate-user"), [user.as_bytes().to_vec()]);
-                }
+                let user = user_header.as_ref().expect("a checked user is a header value");
+                assert_eq!(values(&out, "impersonate-user"), [user.as_bytes().to_vec()]);
             }
             IdentityForwarding::Requestheader => {
                 assert!(out.get("authorization").is_none(), "caller credential kept");
-                if let Some(user) = &user_header {
-                    assert_eq!(values(&out, "x-remote-user"), [user.as_bytes().to_vec()]);
-                }
+                let user = user_header.as_ref().expect("a checked user is a header value");
+                assert_eq!(values(&out, "x-remote-user"), [user.as_bytes().to_vec()]);
                 assert!(
                     out.keys().all(|k| !k.as_str().starts_with("impersonate-")
                         || headers.contains_key(k)),

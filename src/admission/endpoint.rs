@@ -13,6 +13,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
 
 use super::metrics::{AdmissionMetrics, ReviewResult};
 use super::{parse_review, ReviewResponse, Reviewer};
@@ -28,6 +29,18 @@ use crate::server::{
 /// The largest request body read: an AdmissionReview holds the object and, on UPDATE, the old
 /// one; the apiserver stores objects of at most about 1.5 MiB (3 MiB request bodies).
 pub const MAX_BODY_BYTES: usize = 8 << 20;
+
+/// Reviews judged at once; more wait for a turn (until their deadline, then 429). Judging runs
+/// on blocking threads, never on the async workers that answer `/healthz` and accept
+/// connections, and one review can take tens of MB at worst (`config::parse::prescan`) against
+/// the shipped Deployment's 128 Mi.
+pub const MAX_CONCURRENT_REVIEWS: usize = 2;
+
+/// The time a review has from its arrival to its answer: the `timeoutSeconds` of the shipped
+/// `ValidatingWebhookConfiguration` (`deploy/webhook/validatingwebhook.yaml`, 5 s; the API's
+/// default is 10 s), after which the apiserver has stopped waiting (its `failurePolicy` decides)
+/// and an answer would be wasted work.
+pub const REVIEW_DEADLINE: Duration = Duration::from_secs(5);
 
 /// How often the certificate and configuration files are checked for changes.
 const POLL_INTERVAL: Duration = Duration::from_secs(2);
@@ -112,14 +125,30 @@ impl WebhookOptions {
 pub struct WebhookState {
     reviewer: RwLock<Arc<Reviewer>>,
     metrics: Arc<AdmissionMetrics>,
+    /// Turns to judge a review ([`MAX_CONCURRENT_REVIEWS`]).
+    turns: Arc<Semaphore>,
+    /// [`REVIEW_DEADLINE`].
+    deadline: Duration,
 }
 
 impl WebhookState {
-    /// A state around one reviewer.
+    /// A state around one reviewer, with [`MAX_CONCURRENT_REVIEWS`] and [`REVIEW_DEADLINE`].
     pub fn new(reviewer: Reviewer, metrics: Arc<AdmissionMetrics>) -> Arc<WebhookState> {
+        Self::with_limits(reviewer, metrics, MAX_CONCURRENT_REVIEWS, REVIEW_DEADLINE)
+    }
+
+    /// A state judging at most `concurrency` reviews at once, each answered within `deadline`.
+    pub fn with_limits(
+        reviewer: Reviewer,
+        metrics: Arc<AdmissionMetrics>,
+        concurrency: usize,
+        deadline: Duration,
+    ) -> Arc<WebhookState> {
         Arc::new(WebhookState {
             reviewer: RwLock::new(Arc::new(reviewer)),
             metrics,
+            turns: Arc::new(Semaphore::new(concurrency)),
+            deadline,
         })
     }
 
@@ -197,39 +226,66 @@ where
     }
 }
 
-async fn validate<B>(state: &WebhookState, body: B) -> Response<ProxyBody>
+/// One review, within its deadline: a turn (at most [`MAX_CONCURRENT_REVIEWS`] at once), the
+/// body (at most [`MAX_BODY_BYTES`]), then the judging on a blocking thread.
+async fn validate<B>(state: &Arc<WebhookState>, body: B) -> Response<ProxyBody>
 where
     B: http_body::Body<Data = Bytes> + Send,
     B::Error: Into<BoxError>,
 {
-    let body = match http_body_util::Limited::new(body, MAX_BODY_BYTES)
-        .collect()
-        .await
-    {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            state.metrics.error("too_large");
-            let message = format!(
-                "the AdmissionReview is larger than {} MiB",
-                MAX_BODY_BYTES >> 20
-            );
-            return status(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "RequestEntityTooLarge",
-                message,
-            );
-        }
-        Err(e) => {
-            state.metrics.error("body");
-            return status(
-                StatusCode::BAD_REQUEST,
-                "BadRequest",
-                format!("reading the body: {e}"),
-            );
-        }
+    let deadline = tokio::time::Instant::now() + state.deadline;
+    // Waiting for a turn holds no body: only the connection's own buffers.
+    let turn = tokio::time::timeout_at(deadline, Arc::clone(&state.turns).acquire_owned()).await;
+    let Ok(Ok(turn)) = turn else {
+        state.metrics.error("busy");
+        let mut busy = status(
+            StatusCode::TOO_MANY_REQUESTS,
+            "TooManyRequests",
+            format!(
+                "{MAX_CONCURRENT_REVIEWS} reviews are being judged and none finished within {:?}; retry",
+                state.deadline
+            ),
+        );
+        busy.headers_mut()
+            .insert(http::header::RETRY_AFTER, HeaderValue::from(1u32));
+        return busy;
+    };
+    let timed_out = || {
+        state.metrics.error("deadline");
+        status(
+            StatusCode::GATEWAY_TIMEOUT,
+            "Timeout",
+            format!("the review did not complete within {:?}", state.deadline),
+        )
+    };
+    let body = match tokio::time::timeout_at(deadline, read_body(state, body)).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(refused)) => return refused,
+        Err(_) => return timed_out(),
+    };
+    let judging = {
+        let state = Arc::clone(state);
+        // The turn goes with the judging: a review past its deadline still holds it until its
+        // thread is done, so no more than MAX_CONCURRENT_REVIEWS ever run.
+        tokio::task::spawn_blocking(move || {
+            let answer = review_bytes(&state, &body);
+            drop(turn);
+            answer
+        })
     };
     let started = tokio::time::Instant::now();
-    let (code, bytes) = review_bytes(state, &body);
+    let (code, bytes) = match tokio::time::timeout_at(deadline, judging).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(panicked)) => {
+            state.metrics.error("internal");
+            return status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                format!("the review failed: {panicked}"),
+            );
+        }
+        Err(_) => return timed_out(),
+    };
     if code != StatusCode::OK {
         return status(
             code,
@@ -242,6 +298,40 @@ where
         "AdmissionReview answered"
     );
     response(StatusCode::OK, "application/json", bytes)
+}
+
+/// The body, at most [`MAX_BODY_BYTES`]; a `Status` response when it is refused.
+async fn read_body<B>(state: &WebhookState, body: B) -> Result<Bytes, Response<ProxyBody>>
+where
+    B: http_body::Body<Data = Bytes> + Send,
+    B::Error: Into<BoxError>,
+{
+    match http_body_util::Limited::new(body, MAX_BODY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            state.metrics.error("too_large");
+            let message = format!(
+                "the AdmissionReview is larger than {} MiB",
+                MAX_BODY_BYTES >> 20
+            );
+            Err(status(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "RequestEntityTooLarge",
+                message,
+            ))
+        }
+        Err(e) => {
+            state.metrics.error("body");
+            Err(status(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                format!("reading the body: {e}"),
+            ))
+        }
+    }
 }
 
 /// Judges one body: `200` with the answering AdmissionReview, or `400` with the reason.
@@ -424,3 +514,6 @@ pub async fn serve(options: WebhookOptions) -> Result<(), WebhookError> {
     let _ = running.await;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, Status
 
 use super::{AdmissionRequest, AdmissionResponse};
 use crate::config::load::{load_parsed, load_sources, parse_sources, ParsedSources, SourceFile};
-use crate::config::parse::Format;
+use crate::config::parse::{prescan, Format};
 use crate::config::{ConfigError, Loaded, Problem};
 use crate::lint::{lint, Finding, LintOptions};
 
@@ -174,6 +174,15 @@ impl Reviewer {
         // A ConfigMap volume's files are read in name order, as the keys sort.
         files.sort_by(|a, b| a.name.cmp(&b.name));
         let name = object["metadata"]["name"].as_str().unwrap_or(&request.name);
+        if let Some(problem) = over_budget(&files) {
+            return Judged::Denied(Box::new(invalid(
+                "ConfigMap",
+                "ConfigMap",
+                name,
+                &[problem],
+                |p| (p.file.clone(), p.message.clone()),
+            )));
+        }
         match load_sources(&files) {
             Ok(loaded) => {
                 let mut notes = Vec::new();
@@ -206,6 +215,38 @@ impl Reviewer {
             Err(e) => Judged::note(format!("not checked: {e}")),
         }
     }
+}
+
+/// The most bytes of configuration one ConfigMap review parses: the apiserver's own limit on a
+/// ConfigMap's data (`MaxSecretSize`, 1 MiB), so nothing it would store is refused.
+pub const MAX_CONFIGMAP_BYTES: usize = 1 << 20;
+
+/// A problem when the ConfigMap's configuration keys together exceed [`MAX_CONFIGMAP_BYTES`] or
+/// the parser's token budget (each file is bounded by `parse_file` too; this bounds their sum).
+fn over_budget(files: &[SourceFile]) -> Option<Problem> {
+    let bytes: usize = files.iter().map(|f| f.bytes.len()).sum();
+    if bytes > MAX_CONFIGMAP_BYTES {
+        return Some(Problem::new(
+            "data",
+            "",
+            format!("the configuration keys hold {bytes} bytes, more than the {MAX_CONFIGMAP_BYTES} a ConfigMap may hold"),
+        ));
+    }
+    let mut budget = prescan::MAX_TOKENS;
+    for file in files {
+        let text = String::from_utf8_lossy(&file.bytes);
+        match prescan::prescan(&text, budget) {
+            Ok(shape) => budget -= shape.tokens,
+            Err(e) => {
+                return Some(Problem::new(
+                    &file.name,
+                    "",
+                    format!("not parsed: {e} (counted over all the configuration keys)"),
+                ))
+            }
+        }
+    }
+    None
 }
 
 /// What a review found.

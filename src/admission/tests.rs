@@ -9,7 +9,7 @@ use crate::lint::LintOptions;
 
 const LABEL: (&str, &str) = ("kube-apf-proxy.io/flowcontrol-config", "true");
 
-fn reviewer() -> Reviewer {
+pub(super) fn reviewer() -> Reviewer {
     let base = vec![SourceFile {
         name: "bootstrap.yaml".to_string(),
         bytes: crate::config::BOOTSTRAP_YAML.as_bytes().to_vec(),
@@ -20,7 +20,12 @@ fn reviewer() -> Reviewer {
 }
 
 /// An AdmissionReview as kube-apiserver sends it for `object` (and `old` on UPDATE).
-fn review_body(operation: &str, object: &Value, old: Option<&Value>, dry_run: bool) -> Vec<u8> {
+pub(super) fn review_body(
+    operation: &str,
+    object: &Value,
+    old: Option<&Value>,
+    dry_run: bool,
+) -> Vec<u8> {
     let api_version = object["apiVersion"].as_str().unwrap_or("v1");
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let kind = object["kind"].as_str().unwrap_or_default();
@@ -214,7 +219,7 @@ fn every_api_version_is_read_and_removed_ones_warn() {
     }
 }
 
-fn configmap(labelled: bool, yaml: &str) -> Value {
+pub(super) fn configmap(labelled: bool, yaml: &str) -> Value {
     let labels = if labelled {
         json!({LABEL.0: LABEL.1})
     } else {

@@ -3,6 +3,8 @@
 //!
 //! Objects of other kinds or versions are warned about and skipped. Syntax errors name the line.
 
+pub mod prescan;
+
 use serde::Deserialize;
 use serde_yaml::{Mapping, Value};
 
@@ -76,6 +78,17 @@ pub struct ParsedFile {
 /// Splits `text` into documents and decodes every object in them.
 pub fn parse_file(file: &str, text: &str, format: Format) -> ParsedFile {
     let mut out = ParsedFile::default();
+    // Bounded before the parser sees it: serde_yaml reads every event of a document before it
+    // checks its depth (see `prescan`).
+    if let Err(e) = prescan::prescan(text, prescan::MAX_TOKENS) {
+        let what = match format {
+            Format::Yaml => "YAML",
+            Format::Json => "JSON",
+        };
+        out.problems
+            .push(Problem::new(file, "", format!("invalid {what}: {e}")));
+        return out;
+    }
     let documents = match format {
         Format::Yaml => yaml_documents(text),
         Format::Json => json_documents(text),

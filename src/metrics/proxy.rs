@@ -30,6 +30,7 @@ pub(super) struct Families {
     last_reload: Gauge,
     requests: IntCounterVec,
     abandoned: IntCounter,
+    identity_refused: IntCounterVec,
     // The members every request reports to, resolved on first use (so a series appears only
     // once it has counted something) and then without a label lookup or a formatted label.
     upstream_members: [OnceLock<(IntCounter, Histogram)>; UPSTREAM_CODE_CLASSES],
@@ -92,6 +93,12 @@ impl Families {
                     "Requests whose client went away before their response head (while being authenticated, queued or forwarded); with apf_proxy_requests_total, every request received",
                 )?,
             )?,
+            identity_refused: counter(
+                reg,
+                "apf_proxy_identity_refused_total",
+                "Authenticated requests refused (401) because their identity cannot be forwarded upstream unchanged, by reason (empty, control_character, surrounding_whitespace, uppercase_extra_key, unencodable)",
+                &["reason"],
+            )?,
             upstream_members: Default::default(),
             request_members: (0..STATUS_CODE_LABELS).map(|_| OnceLock::new()).collect(),
         })
@@ -150,6 +157,15 @@ impl Metrics {
     /// A client went away before its request had a response head.
     pub fn inc_abandoned(&self) {
         self.proxy.abandoned.inc();
+    }
+
+    /// An authenticated request was refused because its identity cannot travel upstream
+    /// unchanged; `reason` is one of a fixed set (`RefusalReason::as_str`).
+    pub fn inc_identity_refused(&self, reason: &'static str) {
+        self.proxy
+            .identity_refused
+            .with_label_values(&[reason])
+            .inc();
     }
 
     /// The proxy answered a client with `code` (proxied from upstream or its own).

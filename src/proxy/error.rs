@@ -22,6 +22,10 @@ pub enum ProxyError {
         /// Shown to the caller; never a credential.
         message: String,
     },
+    /// The caller authenticated, but its identity cannot travel to the upstream unchanged
+    /// (401; see [`super::identity`] for the rule and why 401).
+    #[error("Unauthorized: {0}")]
+    IdentityRefused(#[from] super::identity::IdentityRefused),
     /// The request is refused for policy reasons (403), e.g. a caller's own `Impersonate-*`
     /// headers in `impersonate` mode.
     #[error("forbidden: {message}")]
@@ -82,7 +86,9 @@ impl ProxyError {
     /// Code, reason and details of this error; exhaustive so that a new variant must be mapped.
     fn to_status(&self) -> (StatusCode, &'static str, Option<StatusDetails>) {
         match self {
-            ProxyError::Unauthorized { .. } => (StatusCode::UNAUTHORIZED, "Unauthorized", None),
+            ProxyError::Unauthorized { .. } | ProxyError::IdentityRefused(_) => {
+                (StatusCode::UNAUTHORIZED, "Unauthorized", None)
+            }
             ProxyError::Forbidden { .. } => (StatusCode::FORBIDDEN, "Forbidden", None),
             ProxyError::TooManyRequests {
                 retry_after_seconds,
@@ -140,6 +146,7 @@ impl ProxyError {
                 "Timeout: request did not complete within the allotted timeout".to_string()
             }
             ProxyError::Unauthorized { .. }
+            | ProxyError::IdentityRefused(_)
             | ProxyError::Forbidden { .. }
             | ProxyError::TooManyRequests { .. }
             | ProxyError::BadRequest { .. }

@@ -31,9 +31,9 @@ use super::headers::{
     has_impersonation, is_upgrade_request, prepare_request_headers, prepare_response_headers,
     ForgeableHeaders, IdentityForwarding,
 };
+use super::identity::ForwardableIdentity;
 use super::upgrade::splice_upgrades;
 use super::ProxyError;
-use crate::auth::Identity;
 use crate::body::{empty_body, BoxError, ProxyBody};
 use crate::fairqueue::timeout::effective_timeout;
 use crate::upstream::{Route, UpstreamAuth, UpstreamBody, UpstreamClient, UpstreamError};
@@ -64,8 +64,8 @@ pub enum ForwarderConfigError {
 /// What the pipeline knows about a request besides the request itself.
 #[derive(Debug, Clone)]
 pub struct ForwardRequest<'a> {
-    /// The authenticated caller.
-    pub identity: &'a Identity,
+    /// The authenticated caller, checked for this forwarder's mode.
+    pub identity: &'a ForwardableIdentity,
     /// Long-running (watch, exec, attach, port-forward, log follow, proxy): no deadline.
     pub long_running: bool,
     /// The caller's address, appended to `X-Forwarded-For`.
@@ -106,6 +106,20 @@ impl Forwarder {
         Ok(Forwarder { client, config })
     }
 
+    /// `--identity-forwarding`.
+    pub fn mode(&self) -> IdentityForwarding {
+        self.config.mode
+    }
+
+    /// Checks an authenticated caller for this forwarder's mode: the only way to a
+    /// [`ForwardableIdentity`] it forwards.
+    pub fn forwardable(
+        &self,
+        identity: crate::auth::Identity,
+    ) -> Result<ForwardableIdentity, super::IdentityRefused> {
+        ForwardableIdentity::check(identity, self.config.mode)
+    }
+
     /// The upstream client (for TokenReview and health checks).
     pub fn client(&self) -> &UpstreamClient {
         &self.client
@@ -124,6 +138,11 @@ impl Forwarder {
         B::Error: Into<BoxError>,
     {
         self.check_impersonation(request.headers())?;
+        if ctx.identity.mode() != self.config.mode {
+            return Err(ProxyError::Internal {
+                message: "the identity was checked for another forwarding mode".to_string(),
+            });
+        }
         let upgrade =
             request.version() <= http::Version::HTTP_11 && is_upgrade_request(request.headers());
         let deadline = self.deadline(&request, &ctx, upgrade)?;
@@ -136,7 +155,8 @@ impl Forwarder {
         } else {
             Route::Short
         };
-        let response = self.send(upstream_request, route, deadline).await?;
+        let auth = upstream_auth(ctx.identity.mode());
+        let response = self.send(upstream_request, auth, route, deadline).await?;
         Ok(relay(response, caller_upgrade, deadline))
     }
 
@@ -186,12 +206,11 @@ impl Forwarder {
         parts.uri = uri;
         prepare_request_headers(
             &mut parts.headers,
-            self.config.mode,
             ctx.identity,
             &self.config.forgeable,
             ctx.peer.map(|p| p.ip()),
             upgrade,
-        );
+        )?;
         Ok(Request::from_parts(
             parts,
             body.map_err(Into::into).boxed_unsync(),
@@ -201,14 +220,10 @@ impl Forwarder {
     async fn send(
         &self,
         request: Request<ProxyBody>,
+        auth: UpstreamAuth,
         route: Route,
         deadline: Option<Deadline>,
     ) -> Result<Response<UpstreamBody>, ProxyError> {
-        let auth = match self.config.mode {
-            IdentityForwarding::Passthrough => UpstreamAuth::Caller,
-            IdentityForwarding::Impersonate => UpstreamAuth::Proxy,
-            IdentityForwarding::Requestheader => UpstreamAuth::ProxyCertificate,
-        };
         let sent = self.client.send(request, auth, route);
         Ok(match deadline {
             None => sent.await?,
@@ -216,6 +231,16 @@ impl Forwarder {
                 .await
                 .map_err(|_| UpstreamError::Timeout { after })??,
         })
+    }
+}
+
+/// The credentials the upstream sees in `mode`: taken from the identity's mode (the one its
+/// headers were made for), so the proxy's credentials never go without the caller's identity.
+fn upstream_auth(mode: IdentityForwarding) -> UpstreamAuth {
+    match mode {
+        IdentityForwarding::Passthrough => UpstreamAuth::Caller,
+        IdentityForwarding::Impersonate => UpstreamAuth::Proxy,
+        IdentityForwarding::Requestheader => UpstreamAuth::ProxyCertificate,
     }
 }
 

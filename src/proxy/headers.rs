@@ -30,6 +30,7 @@ use http::header::{
 };
 use http::HeaderMap;
 
+use super::identity::{ForwardableIdentity, IdentityRefused, RefusalReason};
 use crate::auth::{
     strip_websocket_bearer_protocol, Identity, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP,
 };
@@ -166,21 +167,24 @@ static HOP_BY_HOP: [&HeaderName; 8] = [
     &TRANSFER_ENCODING,
 ];
 
-/// Prepares a caller's request headers for the upstream in `mode`: strips hop-by-hop headers,
-/// forged identity headers, `Host` (the client sets the upstream's), and in `impersonate` and
-/// `requestheader` modes the caller's `Authorization` and WebSocket token subprotocol; then adds the identity headers of `mode`
-/// and appends `peer` to `X-Forwarded-For`.
+/// Prepares a caller's request headers for the upstream in the identity's mode: strips hop-by-hop
+/// headers, forged identity headers, `Host` (the client sets the upstream's), and in `impersonate`
+/// and `requestheader` modes the caller's `Authorization` and WebSocket token subprotocol; then
+/// adds the identity headers of the mode and appends `peer` to `X-Forwarded-For`.
 ///
 /// The caller must already have refused `Impersonate-*` headers in `impersonate` mode (see the
 /// module documentation); here they are removed in that mode regardless.
+///
+/// Fails, leaving no identity header added, only when the identity cannot be encoded, which
+/// [`ForwardableIdentity::check`] has ruled out already.
 pub fn prepare_request_headers(
     headers: &mut HeaderMap,
-    mode: IdentityForwarding,
-    identity: &Identity,
+    identity: &ForwardableIdentity,
     forgeable: &ForgeableHeaders,
     peer: Option<IpAddr>,
     upgrade: bool,
-) {
+) -> Result<(), IdentityRefused> {
+    let mode = identity.mode();
     let impersonating = mode == IdentityForwarding::Impersonate;
     strip_hop_by_hop_and(headers, upgrade, |name| {
         *name == HOST
@@ -191,16 +195,17 @@ pub fn prepare_request_headers(
         IdentityForwarding::Passthrough => {}
         IdentityForwarding::Impersonate => {
             remove_caller_credentials(headers);
-            add_identity(headers, identity, &IMPERSONATE_NAMES);
+            add_identity(headers, identity.identity(), &IMPERSONATE_NAMES)?;
         }
         IdentityForwarding::Requestheader => {
             remove_caller_credentials(headers);
-            add_identity(headers, identity, &REQUESTHEADER_NAMES);
+            add_identity(headers, identity.identity(), &REQUESTHEADER_NAMES)?;
         }
     }
     if let Some(ip) = peer {
         append_forwarded_for(headers, ip);
     }
+    Ok(())
 }
 
 /// Removes the caller's bearer token, from `Authorization` and from a WebSocket's
@@ -240,38 +245,62 @@ static REQUESTHEADER_NAMES: IdentityHeaderNames = IdentityHeaderNames {
     implied_groups: &[AUTHENTICATED_GROUP],
 };
 
-/// Adds the identity headers. Groups the apiserver adds itself (`implied_groups`) are left out:
-/// sending them would need the right to impersonate those groups. Values that cannot be header values (control
-/// characters) are dropped: they cannot come from a valid credential.
-fn add_identity(headers: &mut HeaderMap, identity: &Identity, names: &IdentityHeaderNames) {
-    if let Ok(user) = HeaderValue::from_str(&identity.user) {
-        headers.insert(names.user.clone(), user);
-    }
+/// Adds the identity headers, all or none. Groups the apiserver adds itself (`implied_groups`)
+/// are left out: sending them would need the right to impersonate those groups.
+///
+/// Values go as their UTF-8 bytes (see [`super::identity`] for why that is what the apiserver
+/// reads back); one that is not a header value, or an extra key that makes no header name, fails
+/// the whole identity: a partial one would run the request as someone else.
+fn add_identity(
+    headers: &mut HeaderMap,
+    identity: &Identity,
+    names: &IdentityHeaderNames,
+) -> Result<(), IdentityRefused> {
+    let mut encoded = Vec::with_capacity(2 + identity.groups.len() + identity.extra.len());
+    encoded.push((names.user.clone(), header_value(&identity.user, "user")?));
     if !identity.uid.is_empty() {
-        if let Ok(uid) = HeaderValue::from_str(&identity.uid) {
-            headers.insert(names.uid.clone(), uid);
-        }
+        encoded.push((names.uid.clone(), header_value(&identity.uid, "uid")?));
     }
     let groups = identity
         .groups
         .iter()
-        .filter(|g| !names.implied_groups.contains(&g.as_str()));
-    for group in groups {
-        if let Ok(value) = HeaderValue::from_str(group) {
-            headers.append(names.group.clone(), value);
-        }
+        .enumerate()
+        .filter(|(_, g)| !names.implied_groups.contains(&g.as_str()));
+    for (i, group) in groups {
+        encoded.push((
+            names.group.clone(),
+            header_value(group, &format!("groups[{i}]"))?,
+        ));
     }
     for (key, values) in &identity.extra {
         let name = format!("{}{}", names.extra_prefix, escape_extra_key(key));
-        let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else {
-            continue;
-        };
-        for value in values {
-            if let Ok(value) = HeaderValue::from_str(value) {
-                headers.append(name.clone(), value);
-            }
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| IdentityRefused {
+            field: format!("extra key {key:?}"),
+            reason: RefusalReason::Unencodable,
+        })?;
+        for (i, value) in values.iter().enumerate() {
+            let field = format!("extra[{key:?}][{i}]");
+            encoded.push((name.clone(), header_value(value, &field)?));
         }
     }
+    for (name, value) in encoded {
+        headers.append(name, value);
+    }
+    Ok(())
+}
+
+/// `value` as a header value (never empty).
+fn header_value(value: &str, field: &str) -> Result<HeaderValue, IdentityRefused> {
+    if value.is_empty() {
+        return Err(IdentityRefused {
+            field: field.to_string(),
+            reason: RefusalReason::Empty,
+        });
+    }
+    HeaderValue::from_bytes(value.as_bytes()).map_err(|_| IdentityRefused {
+        field: field.to_string(),
+        reason: RefusalReason::ControlCharacter,
+    })
 }
 
 /// Percent-encodes an extra key for a header name as client-go's `headerKeyEscape` does
@@ -280,13 +309,18 @@ fn add_identity(headers: &mut HeaderMap, identity: &Identity, names: &IdentityHe
 pub fn escape_extra_key(key: &str) -> String {
     let mut out = String::with_capacity(key.len());
     for b in key.bytes() {
-        if is_token_byte(b) && b != b'%' {
-            out.push(char::from(b));
-        } else {
+        if needs_escape(b) {
             out.push_str(&format!("%{b:02X}"));
+        } else {
+            out.push(char::from(b));
         }
     }
     out
+}
+
+/// Whether [`escape_extra_key`] percent-encodes `b`.
+pub(super) fn needs_escape(b: u8) -> bool {
+    !is_token_byte(b) || b == b'%'
 }
 
 fn is_token_byte(b: u8) -> bool {

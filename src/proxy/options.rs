@@ -85,14 +85,19 @@ mod tests {
         let mut headers = http::HeaderMap::new();
         headers.insert("x-user", http::HeaderValue::from_static("root"));
         headers.insert("x-extra-scope", http::HeaderValue::from_static("all"));
+        let anonymous = crate::proxy::ForwardableIdentity::check(
+            crate::auth::Identity::anonymous(),
+            IdentityForwarding::Passthrough,
+        )
+        .expect("passthrough forwards any identity");
         super::super::headers::prepare_request_headers(
             &mut headers,
-            IdentityForwarding::Passthrough,
-            &crate::auth::Identity::anonymous(),
+            &anonymous,
             &forwarding.forgeable,
             None,
             false,
-        );
+        )
+        .expect("prepared");
         assert!(headers.is_empty(), "{headers:?}");
     }
 }

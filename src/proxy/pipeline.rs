@@ -26,7 +26,9 @@ use tokio::time::Instant;
 
 use self::metering::Execution;
 use super::rejections::{RecentRejections, Rejected};
-use super::{error_response, ForwardRequest, Forwarder, ProxyBody, ProxyError};
+use super::{
+    error_response, ForwardRequest, ForwardableIdentity, Forwarder, ProxyBody, ProxyError,
+};
 use crate::auth::{AuthMethod, Authenticator, Identity};
 use crate::classify::Classification;
 use crate::config::{FlowSchemaRef, PriorityLevelRef};
@@ -178,7 +180,7 @@ struct Turn<A> {
 
 /// What a request that took its turn carries into its execution.
 struct Admitted {
-    identity: Identity,
+    identity: ForwardableIdentity,
     info: Arc<RequestInfo>,
     query: Option<String>,
     /// Its level is exempt (no wait is observed).
@@ -351,6 +353,9 @@ impl Proxy {
         ctx.info = Some(Arc::clone(&info));
         let deadlines = deadlines(handling, query.as_deref(), self.request_timeout)?;
         let identity = self.authenticate(ctx, slot).await?;
+        // Before anything else sees it: an identity the upstream would not read back unchanged
+        // is refused whole, and no later stage can forward one that was not checked.
+        let identity = self.forwardable(identity)?;
         let Some(request) = slot.as_ref() else {
             return Err(already_forwarded());
         };
@@ -374,7 +379,13 @@ impl Proxy {
             exempt,
             shadows,
             admitting,
-        } = self.take_turn(ctx, &identity, &info, query.as_deref(), wait_limit)?;
+        } = self.take_turn(
+            ctx,
+            identity.identity(),
+            &info,
+            query.as_deref(),
+            wait_limit,
+        )?;
         let seat = match OptionFuture::from(admitting).await {
             None => None,
             Some(answer) => match answer {
@@ -395,8 +406,8 @@ impl Proxy {
                         waited: rejection.waited,
                         method: slot.as_ref().map_or("", |r| r.method().as_str()),
                         url,
-                        user: &identity.user,
-                        groups: &identity.groups,
+                        user: &identity.identity().user,
+                        groups: &identity.identity().groups,
                     });
                     if let Some(logged) = &mut ctx.logged {
                         logged.waited = rejection.waited;
@@ -559,11 +570,20 @@ impl Proxy {
         }
     }
 
+    /// The identity checked for the forwarding mode; a refusal is counted by its reason.
+    fn forwardable(&self, identity: Identity) -> Result<ForwardableIdentity, ProxyError> {
+        self.forwarder.forwardable(identity).map_err(|refused| {
+            tracing::debug!(field = %refused.field, reason = refused.reason.as_str(), "Identity refused");
+            self.metrics.inc_identity_refused(refused.reason.as_str());
+            ProxyError::IdentityRefused(refused)
+        })
+    }
+
     async fn forward<B>(
         &self,
         ctx: &RequestContext,
         slot: &mut Option<Request<B>>,
-        identity: &Identity,
+        identity: &ForwardableIdentity,
         long_running: bool,
     ) -> Result<Response<ProxyBody>, ProxyError>
     where

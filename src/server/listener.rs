@@ -2,13 +2,17 @@
 //!
 //! Mirrors the `http.Server` that `pkg/server/secure_serving.go` configures: 1 MiB of request
 //! headers (`MaxHeaderBytes`), a 32 s header read timeout (`ReadHeaderTimeout`, which also bounds
-//! the TLS handshake in Go), a 90 s idle timeout, HTTP/2 with 100 streams per connection unless
+//! the TLS handshake in Go, and a client silent after it), an HTTP/2 client preface within 10 s
+//! and its SETTINGS within 2 s after it (Go's `http2` server), a 90 s idle timeout, HTTP/2 with 100 streams per connection unless
 //! `--http2-max-streams-per-connection` says otherwise, 256 KiB frames and per-stream windows.
 //! On shutdown it stops accepting, asks every connection to finish gracefully (h1: after the
 //! current response; h2: GOAWAY) and closes what is left when the grace period ends.
 
+mod arrival;
 mod connection;
 mod gated;
+
+pub use arrival::StartTimeouts;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -39,6 +43,12 @@ pub struct ConnectionLimits {
     /// HTTP/1: headers per request, beyond which the answer is 431. Go's server has no such count
     /// (only the byte limit); 100, hyper's default, is parsed without a heap allocation.
     pub max_headers: usize,
+    /// HTTP/2: time a client has to send the connection preface after the TLS handshake (Go's
+    /// `prefaceTimeout`).
+    pub http2_preface_timeout: Duration,
+    /// HTTP/2: time a client has to send its first SETTINGS frame after the preface (Go's
+    /// `firstSettingsTimeout`).
+    pub http2_settings_timeout: Duration,
     /// A connection with no request in flight for this long is closed gracefully.
     pub idle_timeout: Duration,
     /// HTTP/2: `SETTINGS_MAX_CONCURRENT_STREAMS`.
@@ -69,6 +79,8 @@ impl Default for ConnectionLimits {
             max_header_bytes: 1 << 20,
             max_headers: connection::HYPER_DEFAULT_MAX_HEADERS,
             idle_timeout: Duration::from_secs(90),
+            http2_preface_timeout: Duration::from_secs(10),
+            http2_settings_timeout: Duration::from_secs(2),
             http2_max_concurrent_streams: 100,
             http2_max_header_list_size: 1 << 20,
             http2_max_frame_size: 256 * 1024,
@@ -82,6 +94,17 @@ impl Default for ConnectionLimits {
 }
 
 impl ConnectionLimits {
+    /// How long a client may take to start speaking after its TLS handshake: the first request
+    /// within `header_read_timeout` (HTTP/1.1), the preface and SETTINGS within their timeouts
+    /// (HTTP/2).
+    pub fn start_timeouts(&self) -> StartTimeouts {
+        StartTimeouts {
+            first_request: self.header_read_timeout,
+            http2_preface: self.http2_preface_timeout,
+            http2_settings: self.http2_settings_timeout,
+        }
+    }
+
     /// The defaults with the serve flags applied.
     pub fn from_options(opts: &ServeOptions) -> Self {
         Self {

@@ -1,5 +1,15 @@
 //! Logging set-up: `tracing` to standard error, as text or JSON lines.
+//!
+//! In the text format every field value, and the message, has its control characters escaped
+//! (`\n`, `\r`, `\t`, `\u{1b}`...), as klog quotes such values: a value that comes from a
+//! client (a certificate's CN, a user name, an AdmissionReview's `name`, a URL) can never start
+//! a line of its own or drive a terminal. The JSON format escapes them already.
 
+use std::fmt::{self, Write as _};
+
+use tracing::field::Field;
+use tracing_subscriber::field::MakeExt;
+use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::EnvFilter;
 
 use super::options::LogFormat;
@@ -37,15 +47,85 @@ pub fn init_logging(format: LogFormat, verbosity: u8) -> Result<(), LoggingError
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     let installed = match format {
-        LogFormat::Text => builder.try_init(),
+        LogFormat::Text => builder.fmt_fields(text_fields()).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
     installed.map_err(|err| LoggingError::AlreadySet(err.to_string()))
 }
 
+/// The text format's fields: `name=value` separated by spaces, the message bare, every value's
+/// control characters escaped.
+pub fn text_fields(
+) -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static {
+    tracing_subscriber::fmt::format::debug_fn(write_field).delimited(" ")
+}
+
+fn write_field(writer: &mut Writer<'_>, field: &Field, value: &dyn fmt::Debug) -> fmt::Result {
+    let name = field.name();
+    let name = name.strip_prefix("r#").unwrap_or(name);
+    if name != "message" {
+        write!(writer, "{name}=")?;
+    }
+    write!(Escaping(writer), "{value:?}")
+}
+
+/// Writes through to `0`, each control character as its escape.
+struct Escaping<'a, W: fmt::Write + ?Sized>(&'a mut W);
+
+impl<W: fmt::Write + ?Sized> fmt::Write for Escaping<'_, W> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        let mut rest = text;
+        while let Some(at) = rest.find(char::is_control) {
+            self.0.write_str(&rest[..at])?;
+            let control = rest[at..].chars().next().unwrap_or_default();
+            write!(self.0, "{}", control.escape_default())?;
+            rest = &rest[at + control.len_utf8()..];
+        }
+        self.0.write_str(rest)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::verbosity_filter;
+
+    /// The issue's probe: a certificate CN `x\n<fake line>` logged as a user makes one line.
+    #[test]
+    fn control_characters_in_fields_and_messages_never_start_a_line() {
+        use std::sync::{Arc, Mutex};
+
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().expect("lock").extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .fmt_fields(super::text_fields())
+            .with_writer(move || writer.clone())
+            .finish();
+        let forged = "x\n2026-11-26T10:00:00Z  INFO kube_apf_proxy: Request user=admin status=200";
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(user = %forged, name = forged, uri = ?forged, "Request\r{}", "\u{1b}[2J");
+        });
+        let text = String::from_utf8(buffer.0.lock().expect("lock").clone()).expect("utf-8");
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(
+            text.contains(r"user=x\n2026-11-26T10:00:00Z  INFO"),
+            "{text}"
+        );
+        assert!(text.contains(r#"name="x\n2026"#), "{text}");
+        assert!(text.contains(r"Request\r\u{1b}[2J"), "{text}");
+        assert!(!text.contains('\u{1b}'), "{text}");
+    }
 
     #[test]
     fn verbosity_raises_this_crate_first_then_everything() {

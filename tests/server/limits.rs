@@ -144,6 +144,11 @@ async fn connections_beyond_the_limit_wait_for_a_slot() {
     let first = connect(server.addr, &server.trust, ClientOptions::default())
         .await
         .expect("first handshake");
+    // A client that speaks (HTTP/2 preface and SETTINGS), so only the idle timeout applies.
+    let (first_client, first_connection) = h2::client::handshake(first)
+        .await
+        .expect("first h2 handshake");
+    let first_connection = tokio::spawn(first_connection);
     let (addr, trust) = (server.addr, server.trust.clone());
     let second = tokio::spawn(async move { connect(addr, &trust, ClientOptions::default()).await });
     // Paused time: a minute passes (less than the idle timeout that would close the first) and
@@ -151,7 +156,8 @@ async fn connections_beyond_the_limit_wait_for_a_slot() {
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(!second.is_finished(), "the second connection must wait");
     assert_eq!(server.stats.accepted(), 1);
-    drop(first);
+    drop(first_client);
+    first_connection.abort();
     let second = tokio::time::timeout(PROMPTLY, second)
         .await
         .expect("the second connection gets the freed slot")
@@ -304,4 +310,55 @@ async fn silent_clients_are_dropped_after_the_handshake_timeout() {
     assert!(buf.is_empty(), "{read:?}");
     assert_eq!(started.elapsed().as_secs(), 32);
     assert_eq!(server.stats.tls_handshake_errors(), 1);
+}
+
+/// After a TLS handshake, how long the server holds a client that sends `bytes` and then
+/// nothing, in whole seconds of paused time (the server's close is the end of the stream).
+async fn held_for(alpn: &'static [u8], bytes: &[u8]) -> u64 {
+    let server = start(
+        settings(),
+        ConnectionLimits::default(),
+        echo_handler(),
+        None,
+    )
+    .await;
+    let options = ClientOptions {
+        alpn: vec![alpn],
+        ..Default::default()
+    };
+    let mut stream = connect(server.addr, &server.trust, options)
+        .await
+        .expect("handshake");
+    stream.write_all(bytes).await.expect("write");
+    let started = tokio::time::Instant::now();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(PROMPTLY * 10, stream.read_to_end(&mut out))
+        .await
+        .expect("the server closes the connection");
+    started.elapsed().as_secs()
+}
+
+/// Go's `http.Server` reads the first request's headers with `ReadHeaderTimeout` (32 s, as
+/// kube-apiserver sets it) from the end of the handshake; it used to be held for the 90 s idle
+/// timeout.
+#[tokio::test(start_paused = true)]
+async fn a_client_silent_after_the_handshake_is_closed_after_32s() {
+    assert_eq!(held_for(b"http/1.1", b"").await, 32);
+}
+
+/// Go's `http2.Server`: the client preface within 10 s (`prefaceTimeout`), then the first
+/// SETTINGS within 2 s (`firstSettingsTimeout`); a preface without SETTINGS used to be held 50 s
+/// or more.
+#[tokio::test(start_paused = true)]
+async fn an_http2_client_without_preface_or_settings_is_closed_like_go() {
+    assert_eq!(held_for(b"h2", b"").await, 10);
+    assert_eq!(
+        held_for(b"h2", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await,
+        2
+    );
+    // Half a frame header is no SETTINGS frame either.
+    assert_eq!(
+        held_for(b"h2", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04").await,
+        2
+    );
 }

@@ -121,6 +121,13 @@ impl AppBuilder {
         self.flag(format!("--token-auth-file={}", path.display()))
     }
 
+    /// `--token-auth-file` with `contents` (CSV: `token,user,uid,"groups"`).
+    pub fn token_file_with(self, contents: &str) -> Self {
+        let path = self.dir.path().join("tokens.csv");
+        std::fs::write(&path, contents).expect("write token file");
+        self.flag(format!("--token-auth-file={}", path.display()))
+    }
+
     /// Front-proxy authentication: the front-proxy CA, CN [`FRONT_PROXY_CN`] allowed, and the
     /// conventional `X-Remote-*` header names.
     pub fn requestheader(self) -> Self {

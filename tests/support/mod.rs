@@ -192,13 +192,17 @@ async fn handle(
     peer: SocketAddr,
 ) -> Response<kube_apf_proxy::proxy::ProxyBody> {
     let (forwarder, identity) = shared;
+    let identity = match forwarder.forwardable(identity.clone()) {
+        Ok(identity) => identity,
+        Err(refused) => return error_response(&refused.into()),
+    };
     let query = request.uri().query().unwrap_or_default();
     let long_running = query
         .split('&')
         .any(|p| p == "watch=true" || p == "watch=1")
         || request.headers().contains_key(http::header::UPGRADE);
     let ctx = ForwardRequest {
-        identity,
+        identity: &identity,
         long_running,
         peer: Some(peer),
         received_at: None,

@@ -16,6 +16,13 @@ pub const PROXY_TOKEN: &str = "proxy-token";
 /// `example.org/scopes: [read, list]`.
 pub const GOOD_TOKEN: &str = "good";
 
+/// A token the fake's TokenReview answers with user `eve<DEL>` in `system:authenticated` only, as
+/// an OIDC user without a groups claim comes back: an identity no header can carry.
+pub const EVE_TOKEN: &str = "eve-token";
+/// A token the fake's TokenReview answers with user `mon` in group `"system:monitoring "` (its
+/// trailing space would be trimmed by an HTTP/1.1 parser upstream).
+pub const MONITOR_TOKEN: &str = "monitor-token";
+
 /// The fake, its files and the matching upstream configuration.
 pub struct TlsWorld {
     /// The fake apiserver (TLS; client certificates verified against a separate client CA).
@@ -45,7 +52,23 @@ impl TlsWorld {
         let (cert_file, key_file) = proxy_cert.write(dir.path(), "proxy");
         let token_file = dir.path().join("token");
         std::fs::write(&token_file, format!("{PROXY_TOKEN}\n")).expect("write token");
-        let tokens = HashMap::from([(
+        let reviewed = |user: &str, groups: &[&str]| ReviewedUser {
+            username: user.into(),
+            uid: String::new(),
+            groups: groups.iter().map(ToString::to_string).collect(),
+            extra: BTreeMap::new(),
+        };
+        let mut tokens = HashMap::from([
+            (
+                EVE_TOKEN.to_string(),
+                reviewed("eve\u{7f}", &["system:authenticated"]),
+            ),
+            (
+                MONITOR_TOKEN.to_string(),
+                reviewed("mon", &["system:monitoring "]),
+            ),
+        ]);
+        tokens.insert(
             GOOD_TOKEN.to_string(),
             ReviewedUser {
                 username: "bob".into(),
@@ -56,7 +79,7 @@ impl TlsWorld {
                     vec!["read".into(), "list".into()],
                 )]),
             },
-        )]);
+        );
         let fake = FakeApiserver::start(FakeOptions {
             tls: Some(FakeTls {
                 serving: ca.server_cert(),

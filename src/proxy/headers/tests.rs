@@ -32,6 +32,19 @@ fn alice() -> Identity {
     identity
 }
 
+/// [`prepare_request_headers`] for an identity checked for `mode` (both must succeed).
+fn prepare(
+    map: &mut HeaderMap,
+    mode: IdentityForwarding,
+    identity: &Identity,
+    forgeable: &ForgeableHeaders,
+    peer: Option<IpAddr>,
+    upgrade: bool,
+) {
+    let identity = ForwardableIdentity::check(identity.clone(), mode).expect("forwardable");
+    prepare_request_headers(map, &identity, forgeable, peer, upgrade).expect("prepared");
+}
+
 const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7));
 
 fn forged_request() -> HeaderMap {
@@ -70,7 +83,7 @@ fn escapes_extra_keys_as_client_go() {
 #[test]
 fn passthrough_keeps_caller_authorization_and_strips_forged_identity() {
     let mut map = forged_request();
-    prepare_request_headers(
+    prepare(
         &mut map,
         IdentityForwarding::Passthrough,
         &alice(),
@@ -100,7 +113,7 @@ fn passthrough_forwards_callers_impersonation_untouched() {
         ("impersonate-group", "g1"),
         ("impersonate-extra-scopes", "s"),
     ]);
-    prepare_request_headers(
+    prepare(
         &mut map,
         IdentityForwarding::Passthrough,
         &alice(),
@@ -118,7 +131,7 @@ fn impersonate_mode_replaces_credentials_with_impersonation_headers() {
     let mut map = forged_request();
     map.append("impersonate-user", HeaderValue::from_static("mallory"));
     map.append("impersonate-extra-evil", HeaderValue::from_static("1"));
-    prepare_request_headers(
+    prepare(
         &mut map,
         IdentityForwarding::Impersonate,
         &alice(),
@@ -140,7 +153,7 @@ fn impersonate_mode_replaces_credentials_with_impersonation_headers() {
 #[test]
 fn requestheader_mode_sends_x_remote_headers() {
     let mut map = forged_request();
-    prepare_request_headers(
+    prepare(
         &mut map,
         IdentityForwarding::Requestheader,
         &alice(),
@@ -160,7 +173,7 @@ fn requestheader_mode_sends_x_remote_headers() {
 #[test]
 fn anonymous_identity_sends_no_groups_and_no_uid() {
     let mut map = HeaderMap::new();
-    prepare_request_headers(
+    prepare(
         &mut map,
         IdentityForwarding::Impersonate,
         &Identity::anonymous(),
@@ -176,7 +189,7 @@ fn anonymous_identity_sends_no_groups_and_no_uid() {
 #[test]
 fn anonymous_identity_keeps_system_unauthenticated_in_requestheader_mode() {
     let mut map = HeaderMap::new();
-    prepare_request_headers(
+    prepare(
         &mut map,
         IdentityForwarding::Requestheader,
         &Identity::anonymous(),
@@ -213,7 +226,7 @@ fn identity_modes_strip_the_websocket_token_subprotocol_and_passthrough_keeps_it
             ("upgrade", "websocket"),
             ("sec-websocket-protocol", &protocols),
         ]);
-        prepare_request_headers(
+        prepare(
             &mut map,
             mode,
             &alice(),
@@ -291,7 +304,7 @@ fn appends_peer_to_existing_forwarded_for() {
         ("x-forwarded-for", "192.0.2.1"),
         ("x-forwarded-for", "192.0.2.2"),
     ]);
-    prepare_request_headers(
+    prepare(
         &mut map,
         IdentityForwarding::Passthrough,
         &alice(),

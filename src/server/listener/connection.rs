@@ -21,6 +21,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
+use super::arrival::{too_late_to_start, Arrival, Counted};
 use super::gated::Gated;
 use super::{ConnectionLimits, Negotiated, ServerStats};
 use crate::server::shutdown::ShutdownSignal;
@@ -87,7 +88,10 @@ pub(super) async fn serve(
         client_certificate = info.peer_certificates.is_some(),
         "TLS established"
     );
+    let http2 = session.alpn_protocol() == Some(b"h2");
     let builder = ctx.builders.for_alpn(session.alpn_protocol());
+    let arrival = Arc::new(Arrival::default());
+    let tls = Counted::new(tls, Arc::clone(&arrival));
     let activity = Arc::new(Activity::new());
     let service = ConnectionService {
         handler: ctx.handler.clone(),
@@ -102,6 +106,12 @@ pub(super) async fn serve(
     tokio::pin!(idle);
     let shutdown = Gated::new(shutdown.triggered());
     tokio::pin!(shutdown);
+    let late = Gated::new(too_late_to_start(
+        arrival,
+        http2,
+        ctx.limits.start_timeouts(),
+    ));
+    tokio::pin!(late);
     let mut closing = false;
     loop {
         tokio::select! {
@@ -114,6 +124,10 @@ pub(super) async fn serve(
             () = &mut shutdown, if !closing => {
                 closing = true;
                 conn.as_mut().graceful_shutdown();
+            }
+            () = &mut late => {
+                tracing::debug!(http2, "Closing a connection whose client did not start in time");
+                return;
             }
             () = &mut idle, if !closing => {
                 closing = true;
