@@ -159,6 +159,7 @@ pub fn load_parsed(base: &ParsedSources, overrides: &ParsedSources) -> Result<Lo
         .cloned()
         .collect();
     for obj in &mut objects {
+        prepare_for_create(&mut obj.object);
         default_object(&mut obj.object);
     }
     for obj in &objects {
@@ -178,6 +179,19 @@ pub fn load_parsed(base: &ParsedSources, overrides: &ParsedSources) -> Result<Lo
         return Err(ConfigError::Invalid { problems, warnings });
     }
     resolve(&objects, warnings)
+}
+
+/// What the apiserver does to an object before validating it, for these two kinds.
+///
+/// Mirrors `rest.BeforeCreate` → `EnsureObjectNamespaceMatchesRequestNamespace` in
+/// k8s.io/apiserver (`pkg/registry/rest/meta.go`): both kinds are cluster-scoped, so a
+/// `metadata.namespace` (Helm stamps one on every object it renders) is cleared, not refused.
+pub fn prepare_for_create(object: &mut RawObject) {
+    let meta = match object {
+        RawObject::FlowSchema(fs) => &mut fs.meta,
+        RawObject::PriorityLevel(pl) => &mut pl.meta,
+    };
+    meta.namespace.clear();
 }
 
 fn default_object(object: &mut RawObject) {

@@ -1,5 +1,5 @@
 //! Parsing of one file's text into raw objects: multi-document YAML or a JSON stream; single
-//! objects, `FlowSchemaList`, `PriorityLevelConfigurationList` and `v1 List`; all four versions.
+//! objects, `FlowSchemaList`, `PriorityLevelConfigurationList` and `v1 List`; all five versions.
 //!
 //! Objects of other kinds or versions are warned about and skipped. Syntax errors name the line.
 
@@ -172,7 +172,7 @@ fn parse_document(doc: &Value, origin: Origin, out: &mut ParsedFile) {
         _ => {
             let msg = format!(
                 "ignoring {api_version}/{kind}: only FlowSchema and PriorityLevelConfiguration \
-                 of {GROUP} v1, v1beta3, v1beta2 and v1beta1 are read"
+                 of {GROUP} v1, v1beta3, v1beta2, v1beta1 and v1alpha1 are read"
             );
             out.warnings
                 .push(Problem::new(&origin.file, &origin.place(), msg));
