@@ -8,6 +8,7 @@ pub mod defaults;
 mod dump;
 pub mod field;
 pub mod load;
+pub mod maintain;
 pub mod model;
 pub mod names;
 pub mod parse;

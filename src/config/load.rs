@@ -5,7 +5,9 @@ use std::path::Path;
 
 use super::parse::{parse_file, Format, ParsedObject};
 use super::raw::RawObject;
-use super::{convert, defaults, validate, Config, ConfigError, Loaded, ObjectSource, Problem};
+use super::{
+    convert, defaults, maintain, validate, Config, ConfigError, Loaded, ObjectSource, Problem,
+};
 
 /// A configuration file's name (as problems name it) and content.
 #[derive(Debug, Clone)]
@@ -256,12 +258,24 @@ fn resolve(objects: &[ParsedObject], mut warnings: Vec<Problem>) -> Result<Loade
             file: obj.origin.file.clone(),
             version: obj.object.version(),
         });
+        let mut maintained = |why: Option<String>| {
+            if let Some(why) = why {
+                let msg = format!("spec: {why}");
+                warnings.push(Problem::new(&obj.origin.file, &label, msg));
+            }
+        };
         let converted = match &obj.object {
-            RawObject::FlowSchema(fs) => convert::flow_schema(fs).map(|fs| {
+            RawObject::FlowSchema(raw) => convert::flow_schema(raw).map(|fs| {
+                let (fs, why) = maintain::flow_schema(fs, &raw.meta);
+                maintained(why);
                 files.insert(fs.name.clone(), (obj.origin.file.clone(), label.clone()));
                 flow_schemas.push(fs);
             }),
-            RawObject::PriorityLevel(pl) => convert::priority_level(pl).map(|pl| levels.push(pl)),
+            RawObject::PriorityLevel(raw) => convert::priority_level(raw).map(|pl| {
+                let (pl, why) = maintain::priority_level(pl, &raw.meta);
+                maintained(why);
+                levels.push(pl);
+            }),
         };
         if converted.is_none() {
             // Validation accepts only objects that convert; this is a bug, reported, not hidden.

@@ -81,6 +81,8 @@ pub struct RawMeta {
     pub namespace: String,
     /// `uid`.
     pub uid: String,
+    /// `generation`; 0 when absent (the apiserver sets 1 at creation).
+    pub generation: i64,
     /// `labels`.
     pub labels: BTreeMap<String, String>,
     /// `annotations`.
