@@ -93,6 +93,22 @@ pub fn load_sources(files: &[SourceFile]) -> Result<Loaded, ConfigError> {
     load_with_overrides(files, &[])
 }
 
+/// Like [`load_sources`], for objects read from a cluster: as stored, without the bootstrap
+/// ensurer's rules ([`super::maintain`]). A cluster whose apiserver runs flow control has applied
+/// them already (with its own version's built-in specs); one that does not never applies them.
+pub fn load_sources_as_stored(files: &[SourceFile]) -> Result<Loaded, ConfigError> {
+    load_parsed_with(&parse_sources(files), &ParsedSources::default(), Ensurer::AsStored)
+}
+
+/// Whether the apiserver's bootstrap ensurer's rules apply to the objects loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ensurer {
+    /// Files: suggested objects marked for auto-update get the built-in spec.
+    Applies,
+    /// A cluster's objects, as stored.
+    AsStored,
+}
+
 /// Like [`load_sources`] over `files` followed by `overrides`, except that an object of
 /// `overrides` replaces the object of the same kind and name in `files` (what the configuration
 /// would be once the object is created or updated: the admission webhook's view).
@@ -135,6 +151,14 @@ pub fn parse_sources(files: &[SourceFile]) -> ParsedSources {
 /// Defaults, validates and resolves `base` followed by `overrides`, an object of `overrides`
 /// replacing the object of the same kind and name in `base`.
 pub fn load_parsed(base: &ParsedSources, overrides: &ParsedSources) -> Result<Loaded, ConfigError> {
+    load_parsed_with(base, overrides, Ensurer::Applies)
+}
+
+fn load_parsed_with(
+    base: &ParsedSources,
+    overrides: &ParsedSources,
+    ensurer: Ensurer,
+) -> Result<Loaded, ConfigError> {
     let replaced = |o: &ParsedObject| {
         overrides
             .objects
@@ -180,7 +204,7 @@ pub fn load_parsed(base: &ParsedSources, overrides: &ParsedSources) -> Result<Lo
     if !problems.is_empty() {
         return Err(ConfigError::Invalid { problems, warnings });
     }
-    resolve(&objects, warnings)
+    resolve(&objects, warnings, ensurer)
 }
 
 /// What the apiserver does to an object before validating it, for these two kinds.
@@ -244,7 +268,11 @@ fn duplicate_names(objects: &[ParsedObject]) -> Vec<Problem> {
     problems
 }
 
-fn resolve(objects: &[ParsedObject], mut warnings: Vec<Problem>) -> Result<Loaded, ConfigError> {
+fn resolve(
+    objects: &[ParsedObject],
+    mut warnings: Vec<Problem>,
+    ensurer: Ensurer,
+) -> Result<Loaded, ConfigError> {
     let mut flow_schemas = Vec::new();
     let mut levels = Vec::new();
     let mut files = BTreeMap::new();
@@ -266,13 +294,19 @@ fn resolve(objects: &[ParsedObject], mut warnings: Vec<Problem>) -> Result<Loade
         };
         let converted = match &obj.object {
             RawObject::FlowSchema(raw) => convert::flow_schema(raw).map(|fs| {
-                let (fs, why) = maintain::flow_schema(fs, &raw.meta);
+                let (fs, why) = match ensurer {
+                    Ensurer::Applies => maintain::flow_schema(fs, &raw.meta),
+                    Ensurer::AsStored => (fs, None),
+                };
                 maintained(why);
                 files.insert(fs.name.clone(), (obj.origin.file.clone(), label.clone()));
                 flow_schemas.push(fs);
             }),
             RawObject::PriorityLevel(raw) => convert::priority_level(raw).map(|pl| {
-                let (pl, why) = maintain::priority_level(pl, &raw.meta);
+                let (pl, why) = match ensurer {
+                    Ensurer::Applies => maintain::priority_level(pl, &raw.meta),
+                    Ensurer::AsStored => (pl, None),
+                };
                 maintained(why);
                 levels.push(pl);
             }),

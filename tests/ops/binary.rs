@@ -267,7 +267,7 @@ impl rustls::client::danger::ServerCertVerifier for Pinned {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_logs_to_a_pipe_have_no_colour_codes() {
     let fake = FakeApiserver::start_plain().await;
-    let mut process = Process::start(&[
+    let process = Process::start(&[
         "serve",
         "--bind-address=127.0.0.1",
         &format!("--upstream={}", fake.url),

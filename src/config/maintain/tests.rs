@@ -109,3 +109,16 @@ fn the_embedded_bootstrap_is_its_own_fixed_point() {
     assert_eq!(suggested().0.len(), 9);
     assert_eq!(suggested().1.len(), 6);
 }
+
+#[test]
+fn a_clusters_objects_are_taken_as_stored() {
+    let text = global_default(&format!("  annotations: {{{AUTO_UPDATE_ANNOTATION}: 'true'}}\n"));
+    let file = SourceFile {
+        name: "<cluster>/prioritylevelconfigurations".to_string(),
+        bytes: text.into_bytes(),
+        format: Format::Yaml,
+    };
+    let loaded = crate::config::load::load_sources_as_stored(&[file]).expect("valid");
+    assert_eq!(shares(&loaded, "global-default"), 7);
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+}
