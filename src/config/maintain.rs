@@ -53,6 +53,11 @@ fn suggested() -> &'static (Vec<FlowSchema>, Vec<PriorityLevel>) {
     })
 }
 
+/// Whether `name` is one of the suggested priority levels (`system`, `workload-high`, ...).
+pub fn is_suggested_level(name: &str) -> bool {
+    suggested().1.iter().any(|pl| pl.name == name)
+}
+
 /// Go's `strconv.ParseBool`.
 fn parse_bool(value: &str) -> Option<bool> {
     match value {
