@@ -18,7 +18,8 @@ use crate::auth::Identity;
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Event<'a> {
-    #[serde(borrow)]
+    /// Empty for the items of an `EventList`, which the webhook backend writes without it.
+    #[serde(default, borrow)]
     kind: Cow<'a, str>,
     #[serde(default, borrow)]
     items: Vec<Event<'a>>,
@@ -82,6 +83,9 @@ pub(super) fn parse_line(
             let mut events = Vec::with_capacity(event.items.len());
             let mut latest = Duration::ZERO;
             for item in event.items {
+                if !matches!(item.kind.as_ref(), "" | "Event") {
+                    return Err(format!("kind {:?} is not an audit Event", item.kind));
+                }
                 if let Some((e, written)) = one(item, number, open, without_duration)? {
                     latest = latest.max(written);
                     events.push(e);

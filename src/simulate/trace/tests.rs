@@ -308,6 +308,23 @@ fn an_event_list_line_is_read_item_by_item() {
     let (events, errors, _) = read_all(&list.to_string(), Duration::ZERO);
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(requests(&events).len(), 3);
+    // The webhook backend's items carry neither kind nor apiVersion.
+    let bare: Vec<serde_json::Value> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|item| {
+            let mut item = item.clone();
+            let object = item.as_object_mut().expect("object");
+            object.remove("kind");
+            object.remove("apiVersion");
+            item
+        })
+        .collect();
+    let bare = serde_json::json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": bare});
+    let (events, errors, _) = read_all(&bare.to_string(), Duration::ZERO);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(requests(&events).len(), 3);
 }
 
 #[test]
