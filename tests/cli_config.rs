@@ -193,7 +193,9 @@ fn dangling_flow_schemas_are_warned_about_skipped_and_dumped() {
     std::fs::write(again.path().join("dump.yaml"), &dump.stdout).expect("write");
     let again = again.path().to_str().expect("utf-8").to_string();
     let r2 = run(&["check", "--config-dir", &again]);
-    assert!(r2.stdout.ends_with("3 FlowSchemas in use, 1 more FlowSchema skipped (dangling)\n"));
+    assert!(r2
+        .stdout
+        .ends_with("3 FlowSchemas in use, 1 more FlowSchema skipped (dangling)\n"));
 }
 
 #[test]
@@ -233,7 +235,8 @@ fn unknown_kinds_are_warned_about_and_v1alpha1_is_read() {
 #[test]
 fn a_flow_control_object_of_a_version_never_read_is_an_error_naming_it() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let text = "apiVersion: flowcontrol.apiserver.k8s.io/v2\nkind: FlowSchema\nmetadata: {name: future}\n";
+    let text =
+        "apiVersion: flowcontrol.apiserver.k8s.io/v2\nkind: FlowSchema\nmetadata: {name: future}\n";
     std::fs::write(dir.path().join("future.yaml"), text).expect("write");
     let dir = dir.path().to_str().expect("utf-8").to_string();
     let r = run(&["check", "--config-dir", &dir]);

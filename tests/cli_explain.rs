@@ -87,7 +87,8 @@ fn explain_refuses_a_requests_file() {
 
 #[test]
 fn a_dangling_schema_is_listed_as_skipped_with_the_reason() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config/dangling");
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config/dangling");
     let dir = dir.to_str().expect("utf-8");
     // (group, the verdict's schema, whether the skipped schema's rules accept the request)
     let cases = [
@@ -96,8 +97,18 @@ fn a_dangling_schema_is_listed_as_skipped_with_the_reason() {
     ];
     for (group, chosen, would_match) in cases {
         let args = [
-            "classify", "--config-dir", dir, "--method", "GET", "--url", "/version", "--user",
-            "u", "--group", group, "--explain",
+            "classify",
+            "--config-dir",
+            dir,
+            "--method",
+            "GET",
+            "--url",
+            "/version",
+            "--user",
+            "u",
+            "--group",
+            group,
+            "--explain",
         ];
         let (code, out) = run(&args);
         assert_eq!(code, Some(0), "{out}");
@@ -112,7 +123,9 @@ fn a_dangling_schema_is_listed_as_skipped_with_the_reason() {
             "{group}: {out}"
         );
         assert!(
-            out.lines().last().is_some_and(|l| l.starts_with(&format!("=> FlowSchema {chosen},"))),
+            out.lines()
+                .last()
+                .is_some_and(|l| l.starts_with(&format!("=> FlowSchema {chosen},"))),
             "{out}"
         );
         let mut json_args = args.to_vec();

@@ -243,7 +243,10 @@ fn a_log_that_begins_mid_line_is_read_whole() {
     let report: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(report["requests"], 7, "{out}");
     assert_eq!(report["skipped"], 1);
-    assert!(err.starts_with("simulate: line 1: not a JSON object"), "{err}");
+    assert!(
+        err.starts_with("simulate: line 1: not a JSON object"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -264,7 +267,10 @@ fn a_trace_with_no_usable_line_is_an_error_that_says_what_was_expected() {
         let last = err.lines().last().expect("a line");
         assert!(last.contains("no line could be replayed"), "{last}");
         assert!(last.contains(why), "{last}");
-        assert!(last.contains("expected audit.k8s.io Event JSON lines"), "{last}");
+        assert!(
+            last.contains("expected audit.k8s.io Event JSON lines"),
+            "{last}"
+        );
     }
 }
 

@@ -501,8 +501,24 @@ fn classify_picks_the_schema_and_level_of_the_directory_and_of_the_cluster() {
         let dir = config_dir(case.dir);
         let dir_str = dir.to_str().expect("utf-8");
         if case.summary.is_none() {
-            let r = run(&["classify", "--config-dir", dir_str, "--method", "GET", "--url", "/"], None);
-            assert_ne!(r.code, Some(0), "{}: an invalid directory classifies nothing", case.dir);
+            let r = run(
+                &[
+                    "classify",
+                    "--config-dir",
+                    dir_str,
+                    "--method",
+                    "GET",
+                    "--url",
+                    "/",
+                ],
+                None,
+            );
+            assert_ne!(
+                r.code,
+                Some(0),
+                "{}: an invalid directory classifies nothing",
+                case.dir
+            );
             continue;
         }
         let cluster = cluster_config(&dir);
@@ -512,14 +528,25 @@ fn classify_picks_the_schema_and_level_of_the_directory_and_of_the_cluster() {
             let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("json");
             let got = (v["flowSchema"].as_str(), v["priorityLevel"].as_str());
             let want = (Some(request.alone.0), Some(request.alone.1));
-            assert_eq!(got, want, "{} alone: {} {}", case.dir, request.method, request.url);
+            assert_eq!(
+                got, want,
+                "{} alone: {} {}",
+                case.dir, request.method, request.url
+            );
 
             let target = request.url;
-            let info = kube_apf_proxy::request_info::parse(request.method(), target)
-                .expect("a request");
+            let info =
+                kube_apf_proxy::request_info::parse(request.method(), target).expect("a request");
             let class = kube_apf_proxy::classify::classify(&cluster, &request.identity(), &info);
-            let got = (class.flow_schema.name.as_str(), class.priority_level.name.as_str());
-            assert_eq!(got, request.cluster, "{} in a cluster: {}", case.dir, request.url);
+            let got = (
+                class.flow_schema.name.as_str(),
+                class.priority_level.name.as_str(),
+            );
+            assert_eq!(
+                got, request.cluster,
+                "{} in a cluster: {}",
+                case.dir, request.url
+            );
         }
     }
 }
@@ -535,7 +562,15 @@ fn simulate_replays_each_configurations_requests_where_classify_sends_them() {
             continue;
         }
         let trace: String = case.requests.iter().map(Request::trace_line).collect();
-        let args = ["simulate", "--config-dir", dir, "--trace", "-", "--output", "json"];
+        let args = [
+            "simulate",
+            "--config-dir",
+            dir,
+            "--trace",
+            "-",
+            "--output",
+            "json",
+        ];
         let r = run(&args, Some(&trace));
         assert_eq!(r.code, Some(0), "{}: {}", case.dir, r.stderr);
         let report: serde_json::Value = serde_json::from_str(&r.stdout).expect("json");
@@ -559,24 +594,43 @@ fn config_dump_of_each_configuration_loads_back_the_same() {
             continue;
         };
         let dir = config_dir(case.dir);
-        let dump = run(&["config", "dump", "--config-dir", dir.to_str().expect("utf-8")], None);
+        let dump = run(
+            &[
+                "config",
+                "dump",
+                "--config-dir",
+                dir.to_str().expect("utf-8"),
+            ],
+            None,
+        );
         assert_eq!(dump.code, Some(0), "{}: {}", case.dir, dump.stderr);
         let again = tempfile::tempdir().expect("tempdir");
         std::fs::write(again.path().join("dump.yaml"), &dump.stdout).expect("write");
         let again = again.path().to_str().expect("utf-8").to_string();
         let r = run(&["check", "--config-dir", &again], None);
-        assert_eq!(r.stdout, format!("OK: {again}: {summary}\n"), "{}", case.dir);
+        assert_eq!(
+            r.stdout,
+            format!("OK: {again}: {summary}\n"),
+            "{}",
+            case.dir
+        );
     }
 }
 
 #[test]
 fn an_edited_suggested_level_is_put_back_only_when_marked_for_auto_update() {
     // (fixture, the level's shares in force, a warning about it)
-    let cases = [("kubectl-list-autoupdate", 20, true), ("kubectl-list-edited", 100, false)];
+    let cases = [
+        ("kubectl-list-autoupdate", 20, true),
+        ("kubectl-list-edited", 100, false),
+    ];
     for (name, shares, warned) in cases {
         let dir = config_dir(name);
         let loaded = kube_apf_proxy::config::load_dir(&dir).expect("valid");
-        let level = loaded.config.priority_level("global-default").expect("level");
+        let level = loaded
+            .config
+            .priority_level("global-default")
+            .expect("level");
         let PriorityLevelSpec::Limited(limited) = &level.spec else {
             panic!("limited")
         };
@@ -588,7 +642,10 @@ fn an_edited_suggested_level_is_put_back_only_when_marked_for_auto_update() {
         assert_eq!(warning, warned, "{name}: {:?}", loaded.warnings);
         // The FlowSchema is as built in: nothing to say about it.
         assert!(
-            !loaded.warnings.iter().any(|w| w.object == "FlowSchema/global-default"),
+            !loaded
+                .warnings
+                .iter()
+                .any(|w| w.object == "FlowSchema/global-default"),
             "{name}: {:?}",
             loaded.warnings
         );
@@ -618,7 +675,13 @@ const AUDIT: &[AuditCase] = &[
         ],
     ),
     // falco's trace files: no apiVersion.
-    ("falco-k8s-audit.json", 1, 0, None, &[("exempt", "exempt", 1)]),
+    (
+        "falco-k8s-audit.json",
+        1,
+        0,
+        None,
+        &[("exempt", "exempt", 1)],
+    ),
     // audit2rbac's demo log: audit.k8s.io/v1beta1 with only `timestamp`.
     (
         "audit2rbac-v1beta1.log",

@@ -315,10 +315,7 @@ pub(super) fn shorten(s: &str) -> String {
         return s.to_string();
     }
     let budget = MAX_WARNING_CHARS - 3;
-    let end = s
-        .char_indices()
-        .nth(budget)
-        .map_or(s.len(), |(i, _)| i);
+    let end = s.char_indices().nth(budget).map_or(s.len(), |(i, _)| i);
     let (kept, rest) = s.split_at(end);
     // Whole words: up to the limit when a word ends there, else up to the last space before it.
     let cut = if rest.starts_with(' ') {

@@ -334,11 +334,20 @@ fn long_warnings_are_cut_at_a_word_within_the_apiservers_256_characters() {
     // (text, the result)
     let cases = [
         ("short".to_string(), "short".to_string()),
-        (word.repeat(25).trim_end().to_string(), word.repeat(25).trim_end().to_string()),
+        (
+            word.repeat(25).trim_end().to_string(),
+            word.repeat(25).trim_end().to_string(),
+        ),
         // 260 characters of ten-character words: 25 whole words fit before the marker.
-        (word.repeat(26), format!("{}...", word.repeat(25).trim_end())),
+        (
+            word.repeat(26),
+            format!("{}...", word.repeat(25).trim_end()),
+        ),
         (long_word.clone(), format!("{}...", &long_word[..253])),
-        (format!("é{}", word.repeat(30)), format!("é{}...", word.repeat(25).trim_end())),
+        (
+            format!("é{}", word.repeat(30)),
+            format!("é{}...", word.repeat(25).trim_end()),
+        ),
     ];
     for (text, want) in cases {
         let got = super::review::shorten(&text);

@@ -18,8 +18,7 @@ use serde::Serialize;
 use crate::config::Config;
 use crate::simulate::record::{LevelReport, SimReport, SkipReason};
 use crate::simulate::trace::{
-    TraceError, TraceEvent, TraceLineError, TraceOptions, TraceReader, TraceStats,
-    EXPECTED_FORMATS,
+    TraceError, TraceEvent, TraceLineError, TraceOptions, TraceReader, TraceStats, EXPECTED_FORMATS,
 };
 use crate::simulate::{simulate, SimOptions};
 

@@ -13,9 +13,12 @@ pub fn to_yaml(config: &Config) -> String {
         "# Effective API Priority and Fairness configuration (defaults applied, mandatory \
          objects included).\n",
     );
-    let levels = config
-        .priority_levels()
-        .map(|pl| (None, RawPriorityLevelConfiguration::from(pl.as_ref()).to_v1_value()));
+    let levels = config.priority_levels().map(|pl| {
+        (
+            None,
+            RawPriorityLevelConfiguration::from(pl.as_ref()).to_v1_value(),
+        )
+    });
     let schemas = config
         .flow_schemas()
         .iter()

@@ -97,7 +97,11 @@ pub fn load_sources(files: &[SourceFile]) -> Result<Loaded, ConfigError> {
 /// ensurer's rules ([`super::maintain`]). A cluster whose apiserver runs flow control has applied
 /// them already (with its own version's built-in specs); one that does not never applies them.
 pub fn load_sources_as_stored(files: &[SourceFile]) -> Result<Loaded, ConfigError> {
-    load_parsed_with(&parse_sources(files), &ParsedSources::default(), Ensurer::AsStored)
+    load_parsed_with(
+        &parse_sources(files),
+        &ParsedSources::default(),
+        Ensurer::AsStored,
+    )
 }
 
 /// Whether the apiserver's bootstrap ensurer's rules apply to the objects loaded.

@@ -69,7 +69,12 @@ fn parse_bool(value: &str) -> Option<bool> {
 
 /// `shouldUpdateSpec`: whether the ensurer may overwrite a suggested object's spec.
 pub fn auto_update_spec(meta: &RawMeta) -> bool {
-    match meta.annotations.get(AUTO_UPDATE_ANNOTATION).map(String::as_str).and_then(parse_bool) {
+    match meta
+        .annotations
+        .get(AUTO_UPDATE_ANNOTATION)
+        .map(String::as_str)
+        .and_then(parse_bool)
+    {
         Some(auto) => auto,
         None => meta.generation == 1,
     }

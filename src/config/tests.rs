@@ -437,7 +437,11 @@ fn a_flow_schema_naming_a_mandatory_level_is_never_dangling() {
             .map(|(fs, _)| fs.name.as_str())
             .collect();
         assert_eq!(names.contains(&"fs"), dangling, "{level}");
-        let in_use = loaded.config.flow_schemas().iter().any(|fs| fs.name == "fs");
+        let in_use = loaded
+            .config
+            .flow_schemas()
+            .iter()
+            .any(|fs| fs.name == "fs");
         assert_eq!(in_use, !dangling, "{level}");
         assert_eq!(loaded.warnings.len(), usize::from(dangling), "{level}");
     }
@@ -488,10 +492,17 @@ spec:
         panic!("limited")
     };
     assert_eq!(limited.nominal_concurrency_shares, 30);
-    let fs = loaded.config.flow_schemas().iter().find(|f| f.name == "old");
+    let fs = loaded
+        .config
+        .flow_schemas()
+        .iter()
+        .find(|f| f.name == "old");
     assert_eq!(fs.map(|f| f.matching_precedence), Some(1000));
     // The shares field is v1beta1's.
-    let renamed = text.replace("limitResponse:", "nominalConcurrencyShares: 3\n    limitResponse:");
+    let renamed = text.replace(
+        "limitResponse:",
+        "nominalConcurrencyShares: 3\n    limitResponse:",
+    );
     assert!(problems(&renamed)
         .iter()
         .any(|p| p.contains("nominalConcurrencyShares")));
@@ -501,7 +512,9 @@ spec:
 fn dump_keeps_dangling_flow_schemas_and_loads_back_the_same() {
     let text = format!(
         "{}---\n{FS_V1BETA1}---\n{PL_V1}",
-        FS_V1BETA1.replace("{name: pl}", "{name: nowhere}").replace("name: fs}", "name: lost}")
+        FS_V1BETA1
+            .replace("{name: pl}", "{name: nowhere}")
+            .replace("name: fs}", "name: lost}")
     );
     let loaded = load_yaml(&text);
     assert_eq!(loaded.config.dangling().len(), 1);

@@ -329,7 +329,12 @@ fn a_dangling_reference_to_a_suggested_level_says_where_to_get_it() {
         let found = findings.iter().find(|f| f.code == Code::FlowSchemaDangling);
         assert_eq!(found.is_some(), dangling, "{level}: {findings:?}");
         if let Some(f) = found {
-            assert_eq!(f.message.contains("suggested levels"), hint, "{level}: {}", f.message);
+            assert_eq!(
+                f.message.contains("suggested levels"),
+                hint,
+                "{level}: {}",
+                f.message
+            );
         }
     }
 }

@@ -69,7 +69,11 @@ mod tests {
             (false, Some("1"), false),
         ];
         for (terminal, no_color, want) in cases {
-            assert_eq!(use_ansi(terminal, no_color), want, "{terminal} {no_color:?}");
+            assert_eq!(
+                use_ansi(terminal, no_color),
+                want,
+                "{terminal} {no_color:?}"
+            );
         }
     }
 

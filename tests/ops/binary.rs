@@ -276,13 +276,19 @@ async fn text_logs_to_a_pipe_have_no_colour_codes() {
     ]);
     let deadline = tokio::time::Instant::now() + PROMPTLY;
     let mut lines = Vec::new();
-    while !lines.iter().any(|l: &String| l.contains("Serving") && !l.contains("certificate")) {
+    while !lines
+        .iter()
+        .any(|l: &String| l.contains("Serving") && !l.contains("certificate"))
+    {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         lines.push(process.lines.recv_timeout(left).expect("a log line"));
     }
     for line in &lines {
         assert!(!line.contains('\u{1b}'), "a colour code in {line:?}");
-        assert!(line.contains(" INFO ") || line.contains(" WARN "), "{line:?}");
+        assert!(
+            line.contains(" INFO ") || line.contains(" WARN "),
+            "{line:?}"
+        );
     }
     process.signal("TERM");
 }

@@ -112,7 +112,9 @@ fn the_embedded_bootstrap_is_its_own_fixed_point() {
 
 #[test]
 fn a_clusters_objects_are_taken_as_stored() {
-    let text = global_default(&format!("  annotations: {{{AUTO_UPDATE_ANNOTATION}: 'true'}}\n"));
+    let text = global_default(&format!(
+        "  annotations: {{{AUTO_UPDATE_ANNOTATION}: 'true'}}\n"
+    ));
     let file = SourceFile {
         name: "<cluster>/prioritylevelconfigurations".to_string(),
         bytes: text.into_bytes(),

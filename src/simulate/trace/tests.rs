@@ -225,12 +225,32 @@ fn the_format_comes_from_the_first_line_that_is_one() {
     // (text, requests read, malformed lines, the format)
     let cases = [
         // A rotated log read from mid-line: the fragment is skipped, the rest is read.
-        (format!("{}\n{audit}\n", &audit[40..]), 1, 1, Some(TraceFormat::AuditEvents)),
-        (format!("{}\n\n{trace}\n", &trace[..10]), 1, 1, Some(TraceFormat::TraceLines)),
+        (
+            format!("{}\n{audit}\n", &audit[40..]),
+            1,
+            1,
+            Some(TraceFormat::AuditEvents),
+        ),
+        (
+            format!("{}\n\n{trace}\n", &trace[..10]),
+            1,
+            1,
+            Some(TraceFormat::TraceLines),
+        ),
         // A core v1 Event is not an audit event, nor anything else.
-        (format!("{core_event}\n{audit}\n"), 1, 1, Some(TraceFormat::AuditEvents)),
+        (
+            format!("{core_event}\n{audit}\n"),
+            1,
+            1,
+            Some(TraceFormat::AuditEvents),
+        ),
         ("{\"x\":1}\nnot json\n".to_string(), 0, 2, None),
-        (format!("{audit}\n{}\n", &audit[..30]), 1, 1, Some(TraceFormat::AuditEvents)),
+        (
+            format!("{audit}\n{}\n", &audit[..30]),
+            1,
+            1,
+            Some(TraceFormat::AuditEvents),
+        ),
     ];
     for (text, want_requests, want_malformed, want_format) in cases {
         let mut r = reader(&text, Duration::ZERO);
@@ -254,7 +274,12 @@ fn audit_events_without_api_version_or_with_only_the_old_timestamp_are_read() {
     };
     // (what, line, arrival is the fixture's, duration, counted without duration)
     let cases = [
-        ("as written", edit(&|_| {}), Some(Duration::from_millis(12)), 0),
+        (
+            "as written",
+            edit(&|_| {}),
+            Some(Duration::from_millis(12)),
+            0,
+        ),
         (
             "falco: no apiVersion",
             edit(&|e| {
@@ -321,7 +346,8 @@ fn an_event_list_line_is_read_item_by_item() {
             item
         })
         .collect();
-    let bare = serde_json::json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": bare});
+    let bare =
+        serde_json::json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": bare});
     let (events, errors, _) = read_all(&bare.to_string(), Duration::ZERO);
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(requests(&events).len(), 3);
