@@ -148,10 +148,17 @@ impl Reviewer {
                     })
                     .filter(|f| !(create && f.code == Code::PriorityLevelUnused && f.name == name))
                     .collect();
-                Judged::Allowed {
-                    findings,
-                    notes: Vec::new(),
-                }
+                // What the apiserver's ensurer will do to the object (a suggested object marked
+                // for auto-update gets its built-in spec back): the client should know.
+                let label = format!("{kind}/{name}");
+                let notes = combined
+                    .warnings
+                    .iter()
+                    .filter(|w| w.file == OBJECT_FILE && w.object == label)
+                    .filter(|w| w.message.starts_with("spec: "))
+                    .map(|w| w.message.clone())
+                    .collect();
+                Judged::Allowed { findings, notes }
             }
             // The reference configuration was valid alone and the object alone: this is a
             // conflict between them that the loader names (it never happens with one object).

@@ -378,3 +378,30 @@ fn a_new_level_is_not_unused_before_its_flow_schemas_are_applied() {
         assert_eq!(warned, unused, "{operation}: {:?}", response.warnings);
     }
 }
+
+#[test]
+fn an_edit_the_apiservers_ensurer_would_undo_is_warned_about() {
+    let level = |annotation: &str| {
+        json!({
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "PriorityLevelConfiguration",
+            "metadata": {"name": "global-default", "annotations": {"apf.kubernetes.io/autoupdate-spec": annotation}},
+            "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 100, "lendablePercent": 50,
+                "limitResponse": {"type": "Queue", "queuing": {"queues": 128, "handSize": 6, "queueLengthLimit": 50}}}}
+        })
+    };
+    // (annotation, warned)
+    for (annotation, warned) in [("true", true), ("false", false)] {
+        let object = level(annotation);
+        let response = answer(&review_body("UPDATE", &object, Some(&object), false));
+        assert!(response.allowed, "{annotation}");
+        let note = response
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("spec: a suggested object"));
+        assert_eq!(note, warned, "{annotation}: {:?}", response.warnings);
+        for w in &response.warnings {
+            assert!(w.chars().count() <= MAX_WARNING_CHARS, "{w}");
+        }
+    }
+}
