@@ -34,7 +34,7 @@ pub fn use_ansi(stderr_is_terminal: bool, no_color: Option<&str>) -> bool {
 }
 
 /// Installs the global subscriber: `RUST_LOG` when set, otherwise the `-v` level. Text has colour
-/// codes only on a terminal ([`use_ansi`]).
+/// codes only on a terminal (`use_ansi`).
 pub fn init_logging(format: LogFormat, verbosity: u8) -> Result<(), LoggingError> {
     let filter = match std::env::var("RUST_LOG") {
         Ok(directives) if !directives.trim().is_empty() => EnvFilter::try_new(directives)?,
