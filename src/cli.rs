@@ -135,11 +135,9 @@ pub fn check(config_dir: &Path) -> anyhow::Result<ExitCode> {
             let config = &loaded.config;
             writeln!(
                 out,
-                "OK: {}: {} priority levels, {} FlowSchemas ({} dangling, skipped)",
+                "OK: {}: {}",
                 config_dir.display(),
-                config.priority_levels().count(),
-                config.flow_schemas().len(),
-                config.dangling().len(),
+                crate::config::summary(config)
             )?;
             Ok(ExitCode::SUCCESS)
         }

@@ -8,6 +8,7 @@ pub mod defaults;
 mod dump;
 pub mod field;
 pub mod load;
+pub mod maintain;
 pub mod model;
 pub mod names;
 pub mod parse;
@@ -159,6 +160,37 @@ pub fn bootstrap() -> Config {
         .clone()
 }
 
+/// The counts `check` and the reload log report, in words that read one way:
+/// `8 priority levels, 11 FlowSchemas in use` and, when some are dangling,
+/// `, 2 more FlowSchemas skipped (dangling)`. The FlowSchemas in use include the implied
+/// mandatory ones; the skipped ones are not among them.
+pub fn summary(config: &Config) -> String {
+    let plural = |n: usize, word: &str| {
+        if n == 1 {
+            format!("{n} {word}")
+        } else {
+            format!("{n} {word}s")
+        }
+    };
+    let mut out = format!(
+        "{}, {} in use",
+        plural(config.priority_levels().count(), "priority level"),
+        plural(config.flow_schemas().len(), "FlowSchema"),
+    );
+    let dangling = config.dangling().len();
+    if dangling > 0 {
+        out.push_str(&format!(
+            ", {dangling} more {} skipped (dangling)",
+            if dangling == 1 {
+                "FlowSchema"
+            } else {
+                "FlowSchemas"
+            }
+        ));
+    }
+    out
+}
+
 /// A resolved configuration: what classification and the queues run on.
 ///
 /// Immutable; a reload builds a new one and swaps it in whole.
@@ -176,8 +208,14 @@ pub struct Config {
 impl Config {
     /// Resolves validated objects as the apiserver's config digest does
     /// (mirrors `apf_controller.go: lockAndDigestConfigObjects`): dangling FlowSchemas are set
-    /// aside (the check is made before mandatory levels are implied), the rest are sorted by
-    /// `matchingPrecedence` then name, and the mandatory objects are implied where missing.
+    /// aside, the rest are sorted by `matchingPrecedence` then name, and the mandatory objects are
+    /// implied where missing.
+    ///
+    /// The mandatory priority levels are implied *before* the dangling check. The controller
+    /// alone checks first, but a running apiserver never lacks the `exempt` and `catch-all`
+    /// objects: its bootstrap ensurer (`pkg/registry/flowcontrol/ensurer`) re-creates them within
+    /// a minute of their deletion. So a FlowSchema naming either (the Kubernetes documentation's
+    /// `health-for-strangers`) is never dangling in a cluster, and is not here.
     ///
     /// Names must be unique within each kind (validation guarantees it); a later duplicate wins.
     /// An object without `metadata.uid` gets a stable one derived from its kind and name
@@ -187,6 +225,14 @@ impl Config {
             .into_iter()
             .map(|pl| (pl.name.clone(), Arc::new(pl.with_uid())))
             .collect();
+        for pl in [
+            mandatory::exempt_priority_level(),
+            mandatory::catch_all_priority_level(),
+        ] {
+            levels
+                .entry(pl.name.clone())
+                .or_insert_with(|| Arc::new(pl.with_uid()));
+        }
         let (mut matching, dangling): (Vec<_>, Vec<_>) = flow_schemas
             .into_iter()
             .map(|fs| Arc::new(fs.with_uid()))
@@ -206,14 +252,6 @@ impl Config {
         }
         if !matching.iter().any(|fs| fs.name == model::CATCH_ALL) {
             matching.push(Arc::new(mandatory::catch_all_flow_schema().with_uid()));
-        }
-        for pl in [
-            mandatory::exempt_priority_level(),
-            mandatory::catch_all_priority_level(),
-        ] {
-            levels
-                .entry(pl.name.clone())
-                .or_insert_with(|| Arc::new(pl.with_uid()));
         }
         Config {
             flow_schemas: matching,

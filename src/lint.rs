@@ -231,6 +231,7 @@ fn removed_versions(loaded: &Loaded) -> Vec<Finding> {
         .iter()
         .filter_map(|s| {
             let removed_in = match s.version {
+                ApiVersion::V1alpha1 => "1.21",
                 ApiVersion::V1beta1 => "1.26",
                 ApiVersion::V1beta2 => "1.29",
                 ApiVersion::V1beta3 => "1.32",

@@ -183,7 +183,7 @@ async fn reviews_over_https_allow_warn_and_deny() {
                 "{version}: {r}"
             );
             for w in &warnings {
-                assert!(w.as_str().is_some_and(|w| w.chars().count() < 120), "{w}");
+                assert!(w.as_str().is_some_and(|w| w.chars().count() <= 256), "{w}");
             }
         }
         // UPDATE carries the old object; a dry run is answered the same way.
@@ -358,4 +358,72 @@ async fn curl_posts_a_review_as_a_real_client_would() {
         answer["response"],
         json!({"uid": "curl-1", "allowed": true})
     );
+}
+
+/// `kubectl apply` of a chart's flow control: a new level first (not reported unused), a
+/// FlowSchema carrying the namespace Helm stamps on everything (allowed, as the apiserver clears
+/// it), and a v1alpha1 object (read, warned as removed); every warning within 256 characters.
+#[tokio::test]
+async fn a_charts_objects_are_judged_as_the_apiserver_stores_them() {
+    let hook = start().await;
+    let level = json!({
+        "apiVersion": format!("{FC}/v1"), "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": "chart-level"},
+        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 10,
+            "limitResponse": {"type": "Reject"}}}
+    });
+    let mut namespaced = flow_schema("v1", "chart-schema", "chart-level", "chart-users");
+    namespaced["metadata"]["namespace"] = json!("chart-ns");
+    let old = flow_schema("v1alpha1", "old-schema", "workload-low", "old-users");
+    let plural = |o: &Value| {
+        if o["kind"] == "FlowSchema" {
+            "flowschemas"
+        } else {
+            "prioritylevelconfigurations"
+        }
+    };
+    // (object, operation, a warning code expected, a code never expected)
+    let cases = [
+        (&level, "CREATE", None, Some("priority-level-unused")),
+        (&level, "UPDATE", Some("priority-level-unused"), None),
+        (&namespaced, "CREATE", None, None),
+        (&old, "CREATE", Some("api-version-removed"), None),
+    ];
+    for (i, (object, operation, expected, absent)) in cases.into_iter().enumerate() {
+        let version = object["apiVersion"]
+            .as_str()
+            .and_then(|v| v.rsplit('/').next());
+        let resource = (FC, version.unwrap_or("v1"), plural(object));
+        let old = (operation == "UPDATE").then(|| object.clone());
+        let body = review(
+            &format!("u{i}"),
+            operation,
+            resource,
+            object.clone(),
+            old,
+            false,
+        );
+        let r = hook.review(i % 2 == 0, &body).await;
+        assert_eq!(r["allowed"], true, "{i}: {r}");
+        let warnings: Vec<&str> = r["warnings"]
+            .as_array()
+            .map(|w| w.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        for w in &warnings {
+            assert!(w.chars().count() <= 256, "{w}");
+            assert!(!w.contains("namespace"), "{i}: {w}");
+        }
+        if let Some(code) = expected {
+            assert!(
+                warnings.iter().any(|w| w.contains(code)),
+                "{i}: {warnings:?}"
+            );
+        }
+        if let Some(code) = absent {
+            assert!(
+                !warnings.iter().any(|w| w.contains(code)),
+                "{i}: {warnings:?}"
+            );
+        }
+    }
 }

@@ -39,7 +39,7 @@ fn every_api_version_loads_and_other_files_are_ignored() {
     assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
     assert_eq!(
         r.stdout,
-        format!("OK: {dir}: 6 priority levels, 5 FlowSchemas (0 dangling, skipped)\n")
+        format!("OK: {dir}: 6 priority levels, 5 FlowSchemas in use\n")
     );
     assert_eq!(r.stderr, "");
 }
@@ -106,7 +106,7 @@ fn lists_load_and_unknown_items_are_warned_about() {
         format!(
             "warning: {dir}/levels.yaml: document 2 items[1]: ignoring v1/ConfigMap: only \
              FlowSchema and PriorityLevelConfiguration of flowcontrol.apiserver.k8s.io v1, \
-             v1beta3, v1beta2 and v1beta1 are read\n"
+             v1beta3, v1beta2, v1beta1 and v1alpha1 are read\n"
         )
     );
 }
@@ -161,27 +161,41 @@ fn invalid_objects_name_object_and_field_path() {
 }
 
 #[test]
-fn dangling_flow_schemas_are_warned_about_and_skipped() {
+fn dangling_flow_schemas_are_warned_about_skipped_and_dumped() {
     let (r, dir) = check("dangling");
     assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
-    assert!(r.stdout.contains("(2 dangling, skipped)"), "{}", r.stdout);
+    // The schema naming the mandatory `exempt` is in use: the apiserver always has that level.
+    assert_eq!(
+        r.stdout,
+        format!(
+            "OK: {dir}: 2 priority levels, 3 FlowSchemas in use, 1 more FlowSchema skipped \
+             (dangling)\n"
+        )
+    );
     let file = format!("{dir}/all.yaml");
     assert_eq!(
         r.stderr,
         format!(
             "warning: {file}: FlowSchema/points-nowhere: This FlowSchema references the \
              PriorityLevelConfiguration object named \"missing-level\" but there is no such \
-             object; it is skipped for matching\n\
-             warning: {file}: FlowSchema/points-at-implied-exempt: This FlowSchema references \
-             the PriorityLevelConfiguration object named \"exempt\" but there is no such object; \
-             it is skipped for matching\n"
+             object; it is skipped for matching\n"
         )
     );
     let dump = run(&["config", "dump", "--config-dir", &dir]);
-    assert!(dump
+    assert!(dump.stdout.contains(
+        "---\n# Dangling: priority level \"missing-level\" does not exist, so this FlowSchema \
+         is skipped for matching.\n"
+    ));
+    assert!(dump.stdout.contains("  name: points-nowhere\n"));
+    assert!(dump.stdout.contains("  name: points-at-implied-exempt\n"));
+    // The dump loads back into the same configuration, the dangling schema still dangling.
+    let again = tempfile::tempdir().expect("tempdir");
+    std::fs::write(again.path().join("dump.yaml"), &dump.stdout).expect("write");
+    let again = again.path().to_str().expect("utf-8").to_string();
+    let r2 = run(&["check", "--config-dir", &again]);
+    assert!(r2
         .stdout
-        .contains("# Omitted FlowSchema points-nowhere: its priority level \"missing-level\""));
-    assert!(!dump.stdout.contains("name: points-nowhere\n"));
+        .ends_with("3 FlowSchemas in use, 1 more FlowSchema skipped (dangling)\n"));
 }
 
 #[test]
@@ -198,17 +212,67 @@ fn duplicate_names_across_files_name_both_files() {
 }
 
 #[test]
-fn unknown_kinds_and_versions_are_warned_about_not_fatal() {
+fn unknown_kinds_are_warned_about_and_v1alpha1_is_read() {
     let (r, dir) = check("unknown-kinds");
     assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stdout,
+        format!("OK: {dir}: 3 priority levels, 3 FlowSchemas in use\n")
+    );
     let warnings: Vec<&str> = r.stderr.lines().collect();
-    assert_eq!(warnings.len(), 2, "{}", r.stderr);
+    assert_eq!(warnings.len(), 1, "{}", r.stderr);
     assert!(warnings[0].starts_with(&format!(
         "warning: {dir}/things.yaml: document 1: ignoring v1/ConfigMap"
     )));
-    assert!(warnings[1].starts_with(&format!(
-        "warning: {dir}/things.yaml: document 2: ignoring flowcontrol.apiserver.k8s.io/v1alpha1/FlowSchema"
+    let lint = run(&["lint", "--config-dir", &dir]);
+    assert_eq!(lint.code, Some(3), "{}{}", lint.stdout, lint.stderr);
+    assert!(lint.stdout.contains(&format!(
+        "{dir}/things.yaml: FlowSchema/too-old: apiVersion: [api-version-removed] \
+         flowcontrol.apiserver.k8s.io/v1alpha1 is not served since Kubernetes 1.21"
     )));
+}
+
+#[test]
+fn a_flow_control_object_of_a_version_never_read_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text =
+        "apiVersion: flowcontrol.apiserver.k8s.io/v2\nkind: FlowSchema\nmetadata: {name: future}\n";
+    std::fs::write(dir.path().join("future.yaml"), text).expect("write");
+    let dir = dir.path().to_str().expect("utf-8").to_string();
+    let r = run(&["check", "--config-dir", &dir]);
+    assert_eq!(r.code, Some(1), "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stdout,
+        format!(
+            "{dir}/future.yaml: document 1: apiVersion: Unsupported value: \
+             \"flowcontrol.apiserver.k8s.io/v2\": FlowSchema is read in \
+             flowcontrol.apiserver.k8s.io v1, v1beta3, v1beta2, v1beta1 and v1alpha1\n"
+        )
+    );
+}
+
+#[test]
+fn a_namespace_is_cleared_and_flow_schemas_naming_mandatory_levels_are_in_use() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = "apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: scrape, namespace: monitoring}
+spec:
+  priorityLevelConfiguration: {name: exempt}
+  matchingPrecedence: 2
+  rules:
+  - subjects: [{kind: Group, group: {name: ops}}]
+    nonResourceRules: [{verbs: ['*'], nonResourceURLs: ['*']}]
+";
+    std::fs::write(dir.path().join("fs.yaml"), text).expect("write");
+    let dir = dir.path().to_str().expect("utf-8").to_string();
+    let r = run(&["check", "--config-dir", &dir]);
+    assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stdout,
+        format!("OK: {dir}: 2 priority levels, 3 FlowSchemas in use\n")
+    );
+    assert_eq!(r.stderr, "");
 }
 
 #[test]
@@ -239,7 +303,7 @@ fn embedded_dump_round_trips_through_check() {
     assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
     assert_eq!(
         r.stdout,
-        format!("OK: {dir}: 8 priority levels, 11 FlowSchemas (0 dangling, skipped)\n")
+        format!("OK: {dir}: 8 priority levels, 11 FlowSchemas in use\n")
     );
     let again = run(&["config", "dump", "--config-dir", dir]);
     assert_eq!(again.stdout, dump.stdout);

@@ -84,3 +84,56 @@ fn explain_refuses_a_requests_file() {
     let (code, _) = run(&["classify", "--requests", "-", "--explain"]);
     assert_eq!(code, Some(2), "clap refuses the combination");
 }
+
+#[test]
+fn a_dangling_schema_is_listed_as_skipped_with_the_reason() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config/dangling");
+    let dir = dir.to_str().expect("utf-8");
+    // (group, the verdict's schema, whether the skipped schema's rules accept the request)
+    let cases = [
+        ("dev", "catch-all", true),
+        ("ops", "points-at-implied-exempt", false),
+    ];
+    for (group, chosen, would_match) in cases {
+        let args = [
+            "classify",
+            "--config-dir",
+            dir,
+            "--method",
+            "GET",
+            "--url",
+            "/version",
+            "--user",
+            "u",
+            "--group",
+            group,
+            "--explain",
+        ];
+        let (code, out) = run(&args);
+        assert_eq!(code, Some(0), "{out}");
+        let skipped = "FlowSchema points-nowhere (matchingPrecedence 1000, priority level \
+                       missing-level): skipped: This FlowSchema references the \
+                       PriorityLevelConfiguration object named \"missing-level\" but there is \
+                       no such object; it is skipped for matching";
+        assert!(out.contains(skipped), "{out}");
+        assert_eq!(
+            out.contains("; its rules accept this request"),
+            would_match,
+            "{group}: {out}"
+        );
+        assert!(
+            out.lines()
+                .last()
+                .is_some_and(|l| l.starts_with(&format!("=> FlowSchema {chosen},"))),
+            "{out}"
+        );
+        let mut json_args = args.to_vec();
+        json_args.extend(["--output", "json"]);
+        let (_, json) = run(&json_args);
+        let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+        assert_eq!(v["skipped"][0]["name"], "points-nowhere");
+        assert_eq!(v["skipped"][0]["priorityLevel"], "missing-level");
+        assert_eq!(v["skipped"][0]["wouldMatch"], would_match);
+    }
+}

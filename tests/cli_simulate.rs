@@ -223,3 +223,70 @@ fn the_html_report_is_written_and_renders() {
     );
     assert!(std::fs::metadata(&screenshot).expect("a screenshot").len() > 10_000);
 }
+
+fn temp_trace(text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("trace.log");
+    std::fs::write(&path, text).expect("write");
+    let path = path.display().to_string();
+    (dir, path)
+}
+
+#[test]
+fn a_log_that_begins_mid_line_is_read_whole() {
+    let log = std::fs::read_to_string(audit_log()).expect("fixture");
+    // A rotated file read from the middle of its first line.
+    let cut = &log[log.find("\"stage\"").expect("a stage")..];
+    let (_dir, path) = temp_trace(cut);
+    let (code, out, err) = run(&["simulate", "--trace", &path, "--output", "json"], None);
+    assert_eq!(code, Some(0), "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(report["requests"], 7, "{out}");
+    assert_eq!(report["skipped"], 1);
+    assert!(
+        err.starts_with("simulate: line 1: not a JSON object"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_trace_with_no_usable_line_is_an_error_that_says_what_was_expected() {
+    let cases = [
+        ("", "it is empty"),
+        ("garbage\nmore garbage\n", "2 lines read, 2 malformed"),
+        (
+            "{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"metadata\":{\"name\":\"x\"}}\n",
+            "first problem: line 1: not a trace line",
+        ),
+    ];
+    for (text, why) in cases {
+        let (_dir, path) = temp_trace(text);
+        let (code, out, err) = run(&["simulate", "--trace", &path], None);
+        assert_eq!(code, Some(1), "{text:?}: {out}{err}");
+        assert_eq!(out, "", "{text:?}");
+        let last = err.lines().last().expect("a line");
+        assert!(last.contains("no line could be replayed"), "{last}");
+        assert!(last.contains(why), "{last}");
+        assert!(
+            last.contains("expected audit.k8s.io Event JSON lines"),
+            "{last}"
+        );
+    }
+}
+
+#[test]
+fn the_html_report_says_why_lines_were_skipped() {
+    let log = std::fs::read_to_string(audit_log()).expect("fixture");
+    let (_dir, path) = temp_trace(&format!("not json\n{log}"));
+    let out_dir = tempfile::tempdir().expect("tempdir");
+    let report = out_dir.path().join("r.html");
+    let report = report.to_str().expect("utf-8");
+    let (code, _, err) = run(&["simulate", "--trace", &path, "--report", report], None);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(report).expect("report");
+    assert!(html.contains("1 lines skipped"), "{html}");
+    assert!(
+        html.contains("<li>1 line(s), such as line 1: not a JSON object"),
+        "{html}"
+    );
+}

@@ -38,7 +38,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(reloaded) => reloaded,
         Err(error) => panic!("the dump of a valid configuration does not load: {error}\n{dumped}"),
     };
-    // Comments (e.g. about omitted dangling FlowSchemas) describe the first input only.
+    // Comments (the header, the `# Dangling:` notes) are not part of the objects compared.
     assert_eq!(
         objects(&to_yaml(&reloaded.config)),
         objects(&dumped),

@@ -8,10 +8,12 @@ use super::{AdmissionRequest, AdmissionResponse};
 use crate::config::load::{load_parsed, load_sources, parse_sources, ParsedSources, SourceFile};
 use crate::config::parse::{prescan, Format};
 use crate::config::{ConfigError, Loaded, Problem};
-use crate::lint::{lint, Finding, LintOptions};
+use crate::lint::{lint, Code, Finding, LintOptions};
 
-/// The apiserver shows a warning only when it is shorter than this (and the seed asks for it).
-pub const MAX_WARNING_CHARS: usize = 120;
+/// The longest warning the apiserver passes on whole (`truncateItemRunes` in k8s.io/apiserver
+/// `pkg/endpoints/filters/warning.go`); longer ones are cut here, at a word, before it cuts them
+/// mid-word.
+pub const MAX_WARNING_CHARS: usize = 256;
 
 /// The most findings turned into warnings; the rest are counted in the last one.
 const MAX_WARNINGS: usize = 10;
@@ -80,7 +82,7 @@ impl Reviewer {
         let resource = &request.resource;
         let judged = match (resource.group.as_str(), resource.resource.as_str()) {
             (crate::config::raw::GROUP, "flowschemas" | "prioritylevelconfigurations") => {
-                self.review_object(object)
+                self.review_object(object, request.operation == "CREATE")
             }
             ("", "configmaps") if self.selects(object) => self.review_configmap(request, object),
             _ => return response,
@@ -105,7 +107,10 @@ impl Reviewer {
         object["metadata"]["labels"][k].as_str() == Some(v)
     }
 
-    fn review_object(&self, object: &serde_json::Value) -> Judged {
+    /// Judges one FlowSchema or PriorityLevelConfiguration against the reference configuration.
+    /// A level being created is not reported unused: `kubectl apply` creates a level before the
+    /// FlowSchemas that will use it, and a warning then would be noise on every normal apply.
+    fn review_object(&self, object: &serde_json::Value, create: bool) -> Judged {
         let file = SourceFile {
             name: OBJECT_FILE.to_string(),
             bytes: object.to_string().into_bytes(),
@@ -141,11 +146,19 @@ impl Reviewer {
                     .filter(|f| {
                         (f.kind == kind && f.name == name) || !self.base_findings.contains(&key(f))
                     })
+                    .filter(|f| !(create && f.code == Code::PriorityLevelUnused && f.name == name))
                     .collect();
-                Judged::Allowed {
-                    findings,
-                    notes: Vec::new(),
-                }
+                // What the apiserver's ensurer will do to the object (a suggested object marked
+                // for auto-update gets its built-in spec back): the client should know.
+                let label = format!("{kind}/{name}");
+                let notes = combined
+                    .warnings
+                    .iter()
+                    .filter(|w| w.file == OBJECT_FILE && w.object == label)
+                    .filter(|w| w.message.starts_with("spec: "))
+                    .map(|w| w.message.clone())
+                    .collect();
+                Judged::Allowed { findings, notes }
             }
             // The reference configuration was valid alone and the object alone: this is a
             // conflict between them that the loader names (it never happens with one object).
@@ -343,13 +356,22 @@ fn invalid(
     }
 }
 
-/// Cuts `s` to fewer than [`MAX_WARNING_CHARS`] characters, marking the cut.
-fn shorten(s: &str) -> String {
-    if s.chars().count() < MAX_WARNING_CHARS {
+/// Cuts `s` to at most [`MAX_WARNING_CHARS`] characters at a word boundary, marking the cut
+/// with `...`; a single word longer than that is cut where it must be.
+pub(super) fn shorten(s: &str) -> String {
+    if s.chars().count() <= MAX_WARNING_CHARS {
         return s.to_string();
     }
-    let kept: String = s.chars().take(MAX_WARNING_CHARS - 4).collect();
-    format!("{kept}...")
+    let budget = MAX_WARNING_CHARS - 3;
+    let end = s.char_indices().nth(budget).map_or(s.len(), |(i, _)| i);
+    let (kept, rest) = s.split_at(end);
+    // Whole words: up to the limit when a word ends there, else up to the last space before it.
+    let cut = if rest.starts_with(' ') {
+        end
+    } else {
+        kept.rfind(' ').unwrap_or(end)
+    };
+    format!("{}...", s[..cut].trim_end())
 }
 
 /// One warning per finding: `[CODE] message` about the reviewed object itself (the client knows

@@ -145,14 +145,14 @@ fn an_invalid_object_is_denied_with_a_422_and_a_cause_per_field() {
 }
 
 #[test]
-fn findings_warn_under_120_characters_and_name_their_codes_in_audit_annotations() {
+fn findings_warn_within_256_characters_and_name_their_codes_in_audit_annotations() {
     let everyone = json!({"kind": "Group", "group": {"name": "system:authenticated"}});
     let fs = flow_schema("v1", "everyone", 600, "exempt", everyone);
     let response = answer(&review_body("CREATE", &fs, None, false));
     assert!(response.allowed);
     assert!(!response.warnings.is_empty());
     for w in &response.warnings {
-        assert!(w.chars().count() < MAX_WARNING_CHARS, "{w}");
+        assert!(w.chars().count() <= MAX_WARNING_CHARS, "{w}");
     }
     assert_eq!(
         response.audit_annotations["lint-codes"],
@@ -330,4 +330,83 @@ fn a_response_is_the_v1_shape_the_apiserver_reads() {
         json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "response": {"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "allowed": true}})
     );
+}
+
+#[test]
+fn long_warnings_are_cut_at_a_word_within_the_apiservers_256_characters() {
+    let word = "abcdefghi ";
+    let long_word = "x".repeat(300);
+    // (text, the result)
+    let cases = [
+        ("short".to_string(), "short".to_string()),
+        (
+            word.repeat(25).trim_end().to_string(),
+            word.repeat(25).trim_end().to_string(),
+        ),
+        // 260 characters of ten-character words: 25 whole words fit before the marker.
+        (
+            word.repeat(26),
+            format!("{}...", word.repeat(25).trim_end()),
+        ),
+        (long_word.clone(), format!("{}...", &long_word[..253])),
+        (
+            format!("é{}", word.repeat(30)),
+            format!("é{}...", word.repeat(25).trim_end()),
+        ),
+    ];
+    for (text, want) in cases {
+        let got = super::review::shorten(&text);
+        assert_eq!(got, want, "{text}");
+        assert!(got.chars().count() <= MAX_WARNING_CHARS);
+    }
+}
+
+#[test]
+fn a_new_level_is_not_unused_before_its_flow_schemas_are_applied() {
+    let plc = json!({
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": "team-a"},
+        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 10,
+            "limitResponse": {"type": "Reject"}}}
+    });
+    // (operation, warned unused)
+    let cases = [("CREATE", false), ("UPDATE", true)];
+    for (operation, unused) in cases {
+        let old = (operation == "UPDATE").then_some(&plc);
+        let response = answer(&review_body(operation, &plc, old, false));
+        assert!(response.allowed, "{operation}");
+        let warned = response
+            .warnings
+            .iter()
+            .any(|w| w.contains("[priority-level-unused]"));
+        assert_eq!(warned, unused, "{operation}: {:?}", response.warnings);
+    }
+}
+
+#[test]
+fn an_edit_the_apiservers_ensurer_would_undo_is_warned_about() {
+    let level = |annotation: &str| {
+        json!({
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "PriorityLevelConfiguration",
+            "metadata": {"name": "global-default", "annotations": {"apf.kubernetes.io/autoupdate-spec": annotation}},
+            "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 100, "lendablePercent": 50,
+                "limitResponse": {"type": "Queue", "queuing": {"queues": 128, "handSize": 6, "queueLengthLimit": 50}}}}
+        })
+    };
+    // (annotation, warned)
+    for (annotation, warned) in [("true", true), ("false", false)] {
+        let object = level(annotation);
+        let response = answer(&review_body("UPDATE", &object, Some(&object), false));
+        assert!(response.allowed, "{annotation}");
+        let note = response
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("spec: a suggested object"));
+        assert_eq!(note, warned, "{annotation}: {:?}", response.warnings);
+        for w in &response.warnings {
+            assert!(w.chars().count() <= MAX_WARNING_CHARS, "{w}");
+        }
+    }
 }

@@ -48,6 +48,22 @@ pub struct SchemaTrial {
     pub matched: bool,
 }
 
+/// A FlowSchema the apiserver keeps but never tries: its priority level does not exist.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkippedSchema {
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec.matchingPrecedence`.
+    pub matching_precedence: i32,
+    /// `spec.priorityLevelConfiguration.name`: the level that does not exist.
+    pub priority_level: String,
+    /// Why it is skipped, in the words of the apiserver's `Dangling` condition.
+    pub reason: String,
+    /// Whether its rules accept this request (it would have been a candidate).
+    pub would_match: bool,
+}
+
 /// The schemas tried, in order, up to and including the one that matched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -56,6 +72,8 @@ pub struct Explanation {
     pub flow_schemas: Vec<SchemaTrial>,
     /// How many schemas after the match were not tried.
     pub not_tried: usize,
+    /// The dangling schemas, skipped for matching, in the order they were read.
+    pub skipped: Vec<SkippedSchema>,
 }
 
 /// Tries `rule` on the request. Mirrors `rule.go: matchesPolicyRule` (subjects, then the
@@ -125,9 +143,21 @@ pub fn explain(config: &Config, identity: &Identity, info: &RequestInfo) -> Expl
             break;
         }
     }
+    let skipped = config
+        .dangling()
+        .iter()
+        .map(|(fs, level)| SkippedSchema {
+            name: fs.name.clone(),
+            matching_precedence: fs.matching_precedence,
+            priority_level: level.clone(),
+            reason: crate::config::load::dangling_message(level),
+            would_match: try_schema(fs, identity, info).matched,
+        })
+        .collect();
     Explanation {
         not_tried: schemas.len() - flow_schemas.len(),
         flow_schemas,
+        skipped,
     }
 }
 
@@ -179,6 +209,18 @@ impl Explanation {
         }
         if self.not_tried > 0 {
             let _ = writeln!(out, "({} later FlowSchemas not tried)", self.not_tried);
+        }
+        for fs in &self.skipped {
+            let would = if fs.would_match {
+                "; its rules accept this request"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "FlowSchema {} (matchingPrecedence {}, priority level {}): skipped: {}{would}",
+                fs.name, fs.matching_precedence, fs.priority_level, fs.reason
+            );
         }
         out
     }

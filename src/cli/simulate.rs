@@ -3,7 +3,8 @@
 //! and optionally a self-contained HTML page with charts.
 //!
 //! Exit 0 when the replay ran (malformed trace lines are reported on standard error and skipped),
-//! 1 when `--strict` met a malformed line, 2 when a file or configuration cannot be read.
+//! 1 when `--strict` met a malformed line or no line of the trace could be replayed, 2 when a
+//! file or configuration cannot be read.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
@@ -15,8 +16,10 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::simulate::record::{LevelReport, SimReport};
-use crate::simulate::trace::{TraceError, TraceEvent, TraceOptions, TraceReader};
+use crate::simulate::record::{LevelReport, SimReport, SkipReason};
+use crate::simulate::trace::{
+    TraceError, TraceEvent, TraceLineError, TraceOptions, TraceReader, TraceStats, EXPECTED_FORMATS,
+};
 use crate::simulate::{simulate, SimOptions};
 
 use super::lint::Output;
@@ -89,12 +92,27 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     if let Some(error) = errors.fatal.take() {
         return Err(error).context(format!("read {}", args.trace));
     }
+    let stats = reader.stats();
+    if stats.requests == 0 && !errors.strict_stop {
+        // Zeros would read as "flow control had nothing to do"; the truth is that nothing
+        // in the trace could be replayed.
+        eprintln!("simulate: {}", no_usable_line(&args.trace, &stats, &errors));
+        return Ok(ExitCode::from(1));
+    }
     let skipped = errors.count;
     for report in &mut reports {
         report.skipped = skipped;
+        report.skip_reasons = errors.reasons.clone();
     }
     if skipped > REPORTED_LINE_ERRORS {
         eprintln!("simulate: {skipped} malformed lines skipped in all");
+    }
+    if stats.without_duration > 0 {
+        eprintln!(
+            "simulate: {} audit events have only the old `timestamp` (audit.k8s.io/v1beta1 \
+             before Kubernetes 1.10, no stageTimestamp): replayed as taking no time",
+            stats.without_duration
+        );
     }
     let labels = label_runs(args, &reports);
     write_output(
@@ -140,6 +158,50 @@ struct LineErrors {
     count: u64,
     strict_stop: bool,
     fatal: Option<io::Error>,
+    /// One entry per kind of problem, the first line that had it as the example.
+    reasons: Vec<SkipReason>,
+}
+
+impl LineErrors {
+    /// Counts `error` under its kind: the message up to its first `:` or `(`.
+    fn record(&mut self, error: &TraceLineError) {
+        let kind = |message: &str| {
+            message
+                .split([':', '('])
+                .next()
+                .unwrap_or(message)
+                .trim()
+                .to_string()
+        };
+        let this = kind(&error.message);
+        let example = error.to_string();
+        match self
+            .reasons
+            .iter_mut()
+            .find(|r| kind(r.example.split_once(": ").map_or("", |(_, m)| m)) == this)
+        {
+            Some(reason) => reason.lines += 1,
+            None => self.reasons.push(SkipReason { example, lines: 1 }),
+        }
+    }
+}
+
+/// The one line a run with nothing to replay ends with: what was read and what was expected.
+fn no_usable_line(trace: &str, stats: &TraceStats, errors: &LineErrors) -> String {
+    let what = if stats.lines == 0 {
+        "it is empty".to_string()
+    } else {
+        let first = errors
+            .reasons
+            .first()
+            .map(|r| format!("; first problem: {}", r.example))
+            .unwrap_or_default();
+        format!(
+            "{} lines read, {} malformed, {} of stages or events that are not requests{first}",
+            stats.lines, errors.count, stats.ignored
+        )
+    };
+    format!("{trace}: no line could be replayed ({what}); {EXPECTED_FORMATS}")
 }
 
 /// The next event of the trace; malformed lines are reported and skipped (or end the replay
@@ -154,6 +216,7 @@ fn next_event<R: BufRead>(
             Ok(event) => return Some(event),
             Err(TraceError::Line(error)) => {
                 errors.count += 1;
+                errors.record(&error);
                 if errors.count <= REPORTED_LINE_ERRORS || strict {
                     eprintln!("simulate: {error}");
                 }

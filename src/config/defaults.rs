@@ -1,6 +1,6 @@
 //! Per-version defaulting of raw objects, applied before validation.
 //!
-//! Mirrors `pkg/apis/flowcontrol/{v1,v1beta1,v1beta2,v1beta3}/defaults.go` and the v1beta3
+//! Mirrors `pkg/apis/flowcontrol/{v1,v1beta1,v1beta2,v1beta3}/defaults.go` (v1alpha1 had v1beta1's) and the v1beta3
 //! conversion that drops the preserve-zero annotation. Defaulting only fills structs that exist:
 //! a missing `limited`, `queuing` or `exempt` section is not created.
 
@@ -17,7 +17,7 @@ pub const DEFAULT_HAND_SIZE: i32 = 8;
 /// `queuing.queueLengthLimit` default.
 pub const DEFAULT_QUEUE_LENGTH_LIMIT: i32 = 50;
 
-/// Applies the defaults of any version to a FlowSchema (they are the same in all four).
+/// Applies the defaults of any version to a FlowSchema (they are the same in all five).
 pub fn default_flow_schema(fs: &mut RawFlowSchema) {
     if fs.spec.matching_precedence == 0 {
         fs.spec.matching_precedence = DEFAULT_MATCHING_PRECEDENCE;

@@ -5,7 +5,9 @@ use std::path::Path;
 
 use super::parse::{parse_file, Format, ParsedObject};
 use super::raw::RawObject;
-use super::{convert, defaults, validate, Config, ConfigError, Loaded, ObjectSource, Problem};
+use super::{
+    convert, defaults, maintain, validate, Config, ConfigError, Loaded, ObjectSource, Problem,
+};
 
 /// A configuration file's name (as problems name it) and content.
 #[derive(Debug, Clone)]
@@ -91,6 +93,26 @@ pub fn load_sources(files: &[SourceFile]) -> Result<Loaded, ConfigError> {
     load_with_overrides(files, &[])
 }
 
+/// Like [`load_sources`], for objects read from a cluster: as stored, without the bootstrap
+/// ensurer's rules ([`super::maintain`]). A cluster whose apiserver runs flow control has applied
+/// them already (with its own version's built-in specs); one that does not never applies them.
+pub fn load_sources_as_stored(files: &[SourceFile]) -> Result<Loaded, ConfigError> {
+    load_parsed_with(
+        &parse_sources(files),
+        &ParsedSources::default(),
+        Ensurer::AsStored,
+    )
+}
+
+/// Whether the apiserver's bootstrap ensurer's rules apply to the objects loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ensurer {
+    /// Files: suggested objects marked for auto-update get the built-in spec.
+    Applies,
+    /// A cluster's objects, as stored.
+    AsStored,
+}
+
 /// Like [`load_sources`] over `files` followed by `overrides`, except that an object of
 /// `overrides` replaces the object of the same kind and name in `files` (what the configuration
 /// would be once the object is created or updated: the admission webhook's view).
@@ -133,6 +155,14 @@ pub fn parse_sources(files: &[SourceFile]) -> ParsedSources {
 /// Defaults, validates and resolves `base` followed by `overrides`, an object of `overrides`
 /// replacing the object of the same kind and name in `base`.
 pub fn load_parsed(base: &ParsedSources, overrides: &ParsedSources) -> Result<Loaded, ConfigError> {
+    load_parsed_with(base, overrides, Ensurer::Applies)
+}
+
+fn load_parsed_with(
+    base: &ParsedSources,
+    overrides: &ParsedSources,
+    ensurer: Ensurer,
+) -> Result<Loaded, ConfigError> {
     let replaced = |o: &ParsedObject| {
         overrides
             .objects
@@ -159,6 +189,7 @@ pub fn load_parsed(base: &ParsedSources, overrides: &ParsedSources) -> Result<Lo
         .cloned()
         .collect();
     for obj in &mut objects {
+        prepare_for_create(&mut obj.object);
         default_object(&mut obj.object);
     }
     for obj in &objects {
@@ -177,7 +208,20 @@ pub fn load_parsed(base: &ParsedSources, overrides: &ParsedSources) -> Result<Lo
     if !problems.is_empty() {
         return Err(ConfigError::Invalid { problems, warnings });
     }
-    resolve(&objects, warnings)
+    resolve(&objects, warnings, ensurer)
+}
+
+/// What the apiserver does to an object before validating it, for these two kinds.
+///
+/// Mirrors `rest.BeforeCreate` → `EnsureObjectNamespaceMatchesRequestNamespace` in
+/// k8s.io/apiserver (`pkg/registry/rest/meta.go`): both kinds are cluster-scoped, so a
+/// `metadata.namespace` (Helm stamps one on every object it renders) is cleared, not refused.
+pub fn prepare_for_create(object: &mut RawObject) {
+    let meta = match object {
+        RawObject::FlowSchema(fs) => &mut fs.meta,
+        RawObject::PriorityLevel(pl) => &mut pl.meta,
+    };
+    meta.namespace.clear();
 }
 
 fn default_object(object: &mut RawObject) {
@@ -228,7 +272,11 @@ fn duplicate_names(objects: &[ParsedObject]) -> Vec<Problem> {
     problems
 }
 
-fn resolve(objects: &[ParsedObject], mut warnings: Vec<Problem>) -> Result<Loaded, ConfigError> {
+fn resolve(
+    objects: &[ParsedObject],
+    mut warnings: Vec<Problem>,
+    ensurer: Ensurer,
+) -> Result<Loaded, ConfigError> {
     let mut flow_schemas = Vec::new();
     let mut levels = Vec::new();
     let mut files = BTreeMap::new();
@@ -242,12 +290,30 @@ fn resolve(objects: &[ParsedObject], mut warnings: Vec<Problem>) -> Result<Loade
             file: obj.origin.file.clone(),
             version: obj.object.version(),
         });
+        let mut maintained = |why: Option<String>| {
+            if let Some(why) = why {
+                let msg = format!("spec: {why}");
+                warnings.push(Problem::new(&obj.origin.file, &label, msg));
+            }
+        };
         let converted = match &obj.object {
-            RawObject::FlowSchema(fs) => convert::flow_schema(fs).map(|fs| {
+            RawObject::FlowSchema(raw) => convert::flow_schema(raw).map(|fs| {
+                let (fs, why) = match ensurer {
+                    Ensurer::Applies => maintain::flow_schema(fs, &raw.meta),
+                    Ensurer::AsStored => (fs, None),
+                };
+                maintained(why);
                 files.insert(fs.name.clone(), (obj.origin.file.clone(), label.clone()));
                 flow_schemas.push(fs);
             }),
-            RawObject::PriorityLevel(pl) => convert::priority_level(pl).map(|pl| levels.push(pl)),
+            RawObject::PriorityLevel(raw) => convert::priority_level(raw).map(|pl| {
+                let (pl, why) = match ensurer {
+                    Ensurer::Applies => maintain::priority_level(pl, &raw.meta),
+                    Ensurer::AsStored => (pl, None),
+                };
+                maintained(why);
+                levels.push(pl);
+            }),
         };
         if converted.is_none() {
             // Validation accepts only objects that convert; this is a bug, reported, not hidden.

@@ -1,7 +1,8 @@
 //! Parsing of one file's text into raw objects: multi-document YAML or a JSON stream; single
-//! objects, `FlowSchemaList`, `PriorityLevelConfigurationList` and `v1 List`; all four versions.
+//! objects, `FlowSchemaList`, `PriorityLevelConfigurationList` and `v1 List`; all five versions.
 //!
-//! Objects of other kinds or versions are warned about and skipped. Syntax errors name the line.
+//! Objects of other kinds are warned about and skipped; a FlowSchema or PriorityLevelConfiguration
+//! of a version we do not read is an error. Syntax errors name the line.
 
 pub mod prescan;
 
@@ -182,15 +183,36 @@ fn parse_document(doc: &Value, origin: Origin, out: &mut ParsedFile) {
         (_, _, Some(v)) if kind == "FlowSchema" || kind == "PriorityLevelConfiguration" => {
             parse_object(doc, kind, v, origin, out);
         }
+        // A flow-control object in a version we cannot read would silently drop out of the
+        // configuration: an error that names the version, never a warning.
+        _ if api_version.starts_with(&format!("{GROUP}/")) && is_flow_control_kind(kind) => {
+            let msg = format!(
+                "apiVersion: Unsupported value: {}: {kind} is read in {GROUP} v1, v1beta3, \
+                 v1beta2, v1beta1 and v1alpha1",
+                go_quote(api_version)
+            );
+            out.problems
+                .push(Problem::new(&origin.file, &origin.place(), msg));
+        }
         _ => {
             let msg = format!(
                 "ignoring {api_version}/{kind}: only FlowSchema and PriorityLevelConfiguration \
-                 of {GROUP} v1, v1beta3, v1beta2 and v1beta1 are read"
+                 of {GROUP} v1, v1beta3, v1beta2, v1beta1 and v1alpha1 are read"
             );
             out.warnings
                 .push(Problem::new(&origin.file, &origin.place(), msg));
         }
     }
+}
+
+fn is_flow_control_kind(kind: &str) -> bool {
+    matches!(
+        kind,
+        "FlowSchema"
+            | "PriorityLevelConfiguration"
+            | "FlowSchemaList"
+            | "PriorityLevelConfigurationList"
+    )
 }
 
 fn parse_object(

@@ -1,6 +1,6 @@
 //! Mirror types of the API objects as written in files, before validation.
 //!
-//! One set of types covers all four API versions: they differ only in the name and the pointer-ness
+//! One set of types covers all five API versions: they differ only in the name and the pointer-ness
 //! of the concurrency-shares field, which [`ApiVersion`] records. Optional sections stay `Option`
 //! (as the apiserver's pointers do) so that validation can tell "absent" from "empty".
 
@@ -22,6 +22,8 @@ pub const PRESERVE_ZERO_ANNOTATION: &str =
 /// A version of `flowcontrol.apiserver.k8s.io`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ApiVersion {
+    /// `v1alpha1` (Kubernetes 1.18–1.20): the fields and defaults of `v1beta1`.
+    V1alpha1,
     /// `v1beta1` (Kubernetes 1.20–1.25).
     V1beta1,
     /// `v1beta2` (1.23–1.28).
@@ -37,6 +39,7 @@ impl ApiVersion {
     pub fn parse(api_version: &str) -> Option<ApiVersion> {
         let version = api_version.strip_prefix(GROUP)?.strip_prefix('/')?;
         match version {
+            "v1alpha1" => Some(ApiVersion::V1alpha1),
             "v1beta1" => Some(ApiVersion::V1beta1),
             "v1beta2" => Some(ApiVersion::V1beta2),
             "v1beta3" => Some(ApiVersion::V1beta3),
@@ -48,7 +51,9 @@ impl ApiVersion {
     /// The JSON name of the limited concurrency-shares field in this version.
     pub fn shares_field(self) -> &'static str {
         match self {
-            ApiVersion::V1beta1 | ApiVersion::V1beta2 => "assuredConcurrencyShares",
+            ApiVersion::V1alpha1 | ApiVersion::V1beta1 | ApiVersion::V1beta2 => {
+                "assuredConcurrencyShares"
+            }
             ApiVersion::V1beta3 | ApiVersion::V1 => "nominalConcurrencyShares",
         }
     }
@@ -57,6 +62,7 @@ impl ApiVersion {
 impl fmt::Display for ApiVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let v = match self {
+            ApiVersion::V1alpha1 => "v1alpha1",
             ApiVersion::V1beta1 => "v1beta1",
             ApiVersion::V1beta2 => "v1beta2",
             ApiVersion::V1beta3 => "v1beta3",
@@ -75,6 +81,8 @@ pub struct RawMeta {
     pub namespace: String,
     /// `uid`.
     pub uid: String,
+    /// `generation`; 0 when absent (the apiserver sets 1 at creation).
+    pub generation: i64,
     /// `labels`.
     pub labels: BTreeMap<String, String>,
     /// `annotations`.

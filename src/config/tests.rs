@@ -186,8 +186,8 @@ items:
         warnings,
         [
             "t.yaml: document 3 items[0]: ignoring v1/ConfigMap: only FlowSchema and \
-          PriorityLevelConfiguration of flowcontrol.apiserver.k8s.io v1, v1beta3, v1beta2 and \
-          v1beta1 are read"
+          PriorityLevelConfiguration of flowcontrol.apiserver.k8s.io v1, v1beta3, v1beta2, \
+          v1beta1 and v1alpha1 are read"
         ]
     );
 }
@@ -410,5 +410,135 @@ fn objects_without_a_uid_get_a_stable_derived_one_and_explicit_uids_stay() {
     assert_eq!(
         config.catch_all().uid,
         model::derived_uid("FlowSchema", "catch-all")
+    );
+}
+
+#[test]
+fn a_flow_schema_naming_a_mandatory_level_is_never_dangling() {
+    // (the level named, whether the schema is dangling)
+    let cases = [
+        ("exempt", false),
+        ("catch-all", false),
+        ("pl", false),
+        // Suggested levels are not implied by a directory: see the README.
+        ("workload-low", true),
+        ("nowhere", true),
+    ];
+    for (level, dangling) in cases {
+        let text = format!(
+            "{}---\n{PL_V1}",
+            FS_V1BETA1.replace("{name: pl}", &format!("{{name: {level}}}"))
+        );
+        let loaded = load_yaml(&text);
+        let names: Vec<&str> = loaded
+            .config
+            .dangling()
+            .iter()
+            .map(|(fs, _)| fs.name.as_str())
+            .collect();
+        assert_eq!(names.contains(&"fs"), dangling, "{level}");
+        let in_use = loaded
+            .config
+            .flow_schemas()
+            .iter()
+            .any(|fs| fs.name == "fs");
+        assert_eq!(in_use, !dangling, "{level}");
+        assert_eq!(loaded.warnings.len(), usize::from(dangling), "{level}");
+    }
+}
+
+#[test]
+fn a_namespace_on_these_cluster_scoped_objects_is_cleared_as_the_apiserver_does() {
+    let fs = FS_V1BETA1.replace("{name: fs}", "{name: fs, namespace: default}");
+    let pl = PL_V1.replace("{name: pl}", "{name: pl, namespace: d8-system}");
+    let cases = [
+        format!("{fs}---\n{PL_V1}"),
+        format!("{FS_V1BETA1}---\n{pl}"),
+        format!("{fs}---\n{pl}"),
+    ];
+    for text in cases {
+        let loaded = load_yaml(&text);
+        assert!(loaded.warnings.is_empty(), "{text}: {:?}", loaded.warnings);
+        assert!(loaded.config.flow_schemas().iter().any(|f| f.name == "fs"));
+        assert!(loaded.config.priority_level("pl").is_some());
+    }
+}
+
+#[test]
+fn v1alpha1_objects_are_read_with_v1beta1_fields_and_defaults() {
+    let text = "apiVersion: flowcontrol.apiserver.k8s.io/v1alpha1
+kind: PriorityLevelConfiguration
+metadata: {name: old}
+spec:
+  type: Limited
+  limited:
+    limitResponse: {type: Queue, queuing: {queues: 16}}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1alpha1
+kind: FlowSchema
+metadata: {name: old}
+spec:
+  priorityLevelConfiguration: {name: old}
+  rules:
+  - subjects: [{kind: Group, group: {name: dev}}]
+    nonResourceRules: [{verbs: ['*'], nonResourceURLs: ['*']}]
+";
+    let loaded = load_yaml(text);
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let versions: Vec<raw::ApiVersion> = loaded.sources.iter().map(|s| s.version).collect();
+    assert_eq!(versions, [raw::ApiVersion::V1alpha1; 2]);
+    let pl = loaded.config.priority_level("old").expect("read");
+    let PriorityLevelSpec::Limited(limited) = &pl.spec else {
+        panic!("limited")
+    };
+    assert_eq!(limited.nominal_concurrency_shares, 30);
+    let fs = loaded
+        .config
+        .flow_schemas()
+        .iter()
+        .find(|f| f.name == "old");
+    assert_eq!(fs.map(|f| f.matching_precedence), Some(1000));
+    // The shares field is v1beta1's.
+    let renamed = text.replace(
+        "limitResponse:",
+        "nominalConcurrencyShares: 3\n    limitResponse:",
+    );
+    assert!(problems(&renamed)
+        .iter()
+        .any(|p| p.contains("nominalConcurrencyShares")));
+}
+
+#[test]
+fn dump_keeps_dangling_flow_schemas_and_loads_back_the_same() {
+    let text = format!(
+        "{}---\n{FS_V1BETA1}---\n{PL_V1}",
+        FS_V1BETA1
+            .replace("{name: pl}", "{name: nowhere}")
+            .replace("name: fs}", "name: lost}")
+    );
+    let loaded = load_yaml(&text);
+    assert_eq!(loaded.config.dangling().len(), 1);
+    let dump = to_yaml(&loaded.config);
+    assert!(dump.contains(
+        "---\n# Dangling: priority level \"nowhere\" does not exist, so this FlowSchema is \
+         skipped for matching.\n"
+    ));
+    assert!(dump.contains("  name: lost\n"), "{dump}");
+    let again = load_yaml(&dump);
+    assert_eq!(again.config.dangling().len(), 1);
+    assert_eq!(to_yaml(&again.config), dump);
+}
+
+#[test]
+fn the_summary_counts_read_one_way() {
+    let in_use = load_yaml(&format!("{FS_V1BETA1}---\n{PL_V1}"));
+    assert_eq!(
+        summary(&in_use.config),
+        "3 priority levels, 3 FlowSchemas in use"
+    );
+    let lost = load_yaml(&FS_V1BETA1.replace("{name: pl}", "{name: nowhere}"));
+    assert_eq!(
+        summary(&lost.config),
+        "2 priority levels, 2 FlowSchemas in use, 1 more FlowSchema skipped (dangling)"
     );
 }

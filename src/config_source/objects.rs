@@ -1,7 +1,7 @@
 //! The cluster's flow-control objects as last listed and watched, and their conversion into the
 //! proxy's configuration: the ONE place where k8s-openapi's `flowcontrol::v1` types become our
 //! model. They are written back as a `FlowSchemaList` and a `PriorityLevelConfigurationList`
-//! (JSON) and go through the loader that reads files (`config::load::load_sources`: parse →
+//! (JSON) and go through the loader that reads files (`config::load::load_sources_as_stored`: parse →
 //! default → validate → resolve), so a cluster object is judged exactly as the same object in a
 //! file, and problems name it (`<cluster>/flowschemas: FlowSchema/NAME: spec...: message`).
 
@@ -13,7 +13,7 @@ use k8s_openapi::{List, ListableResource, Metadata};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::config::load::{load_sources, SourceFile};
+use crate::config::load::{load_sources_as_stored, SourceFile};
 use crate::config::parse::Format;
 use crate::config::{ConfigError, Loaded};
 
@@ -140,9 +140,10 @@ impl ClusterObjects {
     }
 
     /// Loads the objects as the configuration in force would be: every problem reported, the
-    /// mandatory objects implied, dangling FlowSchemas warned about and skipped.
+    /// mandatory objects implied, dangling FlowSchemas warned about and skipped, the objects
+    /// otherwise as stored (the cluster's own ensurer maintains its suggested objects).
     pub fn load(&self) -> Result<Loaded, ConfigError> {
-        load_sources(&self.sources())
+        load_sources_as_stored(&self.sources())
     }
 }
 

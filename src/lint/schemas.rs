@@ -30,10 +30,19 @@ pub(super) fn lint_flow_schemas(
     for (fs, level) in config.dangling() {
         let field = "spec.priorityLevelConfiguration.name";
         let mut f = files.finding(Code::FlowSchemaDangling, KIND, &fs.name, field);
-        f.message = format!(
-            "priority level {level:?} does not exist, so this FlowSchema is skipped for matching; \
-             create the level or fix the name"
-        );
+        f.message = if crate::config::maintain::is_suggested_level(level) {
+            format!(
+                "priority level {level:?} does not exist, so this FlowSchema is skipped for \
+                 matching; it is one of Kubernetes' suggested levels, which a cluster has but a \
+                 configuration directory does not imply: copy it from the proxy's config/ \
+                 directory (or `config dump` without --config-dir)"
+            )
+        } else {
+            format!(
+                "priority level {level:?} does not exist, so this FlowSchema is skipped for \
+                 matching; create the level or fix the name"
+            )
+        };
         findings.push(f);
     }
     findings

@@ -310,3 +310,31 @@ fn squash_probability_agrees_with_enumerating_every_deal() {
     let want = f64::from(squashed) / (hands.len() * hands.len()) as f64;
     assert!((mouse_squash_probability(6, 2, 2) - want).abs() < 1e-12);
 }
+
+#[test]
+fn a_dangling_reference_to_a_suggested_level_says_where_to_get_it() {
+    let subjects = "[{kind: Group, group: {name: dev}}]";
+    let resource = "[{verbs: [get], apiGroups: [''], resources: [pods], namespaces: ['*']}]";
+    // (the level named, a finding, the hint about suggested levels)
+    let cases = [
+        ("workload-high", true, true),
+        ("system", true, true),
+        ("nowhere", true, false),
+        ("exempt", false, false),
+        ("catch-all", false, false),
+    ];
+    for (level, dangling, hint) in cases {
+        let text = schema("s", 500, level, subjects, resource);
+        let findings = lint(&load(&text), &LintOptions::default());
+        let found = findings.iter().find(|f| f.code == Code::FlowSchemaDangling);
+        assert_eq!(found.is_some(), dangling, "{level}: {findings:?}");
+        if let Some(f) = found {
+            assert_eq!(
+                f.message.contains("suggested levels"),
+                hint,
+                "{level}: {}",
+                f.message
+            );
+        }
+    }
+}

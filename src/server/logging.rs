@@ -37,14 +37,26 @@ pub fn verbosity_filter(verbosity: u8) -> String {
     format!("{rest},kube_apf_proxy={ours}")
 }
 
-/// Installs the global subscriber: `RUST_LOG` when set, otherwise the `-v` level.
+/// Whether text logs carry terminal colour codes: only when standard error is a terminal, so that
+/// files, pipes and journald get plain text. `NO_COLOR` (any non-empty value) turns them off too.
+pub fn use_ansi(stderr_is_terminal: bool, no_color: Option<&str>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(str::is_empty)
+}
+
+/// Installs the global subscriber: `RUST_LOG` when set, otherwise the `-v` level. Text has colour
+/// codes only on a terminal (`use_ansi`).
 pub fn init_logging(format: LogFormat, verbosity: u8) -> Result<(), LoggingError> {
     let filter = match std::env::var("RUST_LOG") {
         Ok(directives) if !directives.trim().is_empty() => EnvFilter::try_new(directives)?,
         _ => EnvFilter::try_new(verbosity_filter(verbosity))?,
     };
+    let ansi = use_ansi(
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        std::env::var("NO_COLOR").ok().as_deref(),
+    );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     let installed = match format {
         LogFormat::Text => builder.fmt_fields(text_fields()).try_init(),
@@ -87,7 +99,25 @@ impl<W: fmt::Write + ?Sized> fmt::Write for Escaping<'_, W> {
 
 #[cfg(test)]
 mod tests {
-    use super::verbosity_filter;
+    use super::{use_ansi, verbosity_filter};
+
+    #[test]
+    fn colour_codes_only_on_a_terminal_without_no_color() {
+        let cases = [
+            (true, None, true),
+            (true, Some(""), true),
+            (true, Some("1"), false),
+            (false, None, false),
+            (false, Some("1"), false),
+        ];
+        for (terminal, no_color, want) in cases {
+            assert_eq!(
+                use_ansi(terminal, no_color),
+                want,
+                "{terminal} {no_color:?}"
+            );
+        }
+    }
 
     /// The probe: a certificate CN `x\n<fake line>` logged as a user makes one line.
     #[test]

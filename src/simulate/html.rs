@@ -129,6 +129,18 @@ fn summary(page: &mut String, label: &str, report: &SimReport, labelled: bool) {
         report.skipped,
         report.server_concurrency_limit
     );
+    if !report.skip_reasons.is_empty() {
+        page.push_str("<p class=\"note\">Lines skipped, by problem:</p><ul class=\"note\">");
+        for reason in &report.skip_reasons {
+            let _ = write!(
+                page,
+                "<li>{} line(s), such as {}</li>",
+                reason.lines,
+                escape(&reason.example)
+            );
+        }
+        page.push_str("</ul>");
+    }
     for l in &report.priority_levels {
         let seats = if l.exempt {
             "exempt".to_string()

@@ -140,6 +140,16 @@ pub struct SchemaReport {
     pub rejected: Rejected,
 }
 
+/// One kind of problem that made trace lines unusable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkipReason {
+    /// The problem, as the first line that had it was reported (`line 1: not a JSON object ...`).
+    pub example: String,
+    /// How many lines had this kind of problem.
+    pub lines: u64,
+}
+
 /// What flow control would have done with a workload.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -148,6 +158,8 @@ pub struct SimReport {
     pub requests: u64,
     /// Trace lines skipped as malformed (filled in by the caller that read the trace).
     pub skipped: u64,
+    /// Why they were skipped, one entry per kind of problem (filled in by the caller).
+    pub skip_reasons: Vec<SkipReason>,
     /// Long-running requests other than watches: they bypass flow control.
     pub bypassed: u64,
     /// Requests that arrived before one already replayed (they are replayed at once).
@@ -376,6 +388,7 @@ impl Recorder {
         SimReport {
             requests: self.requests,
             skipped: 0,
+            skip_reasons: Vec::new(),
             bypassed: self.bypassed,
             late: self.late,
             duration_seconds: duration.as_secs_f64(),

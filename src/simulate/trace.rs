@@ -118,6 +118,9 @@ pub struct TraceStats {
     pub ignored: u64,
     /// Events yielded after one that arrived later (further out of order than the window).
     pub late: u64,
+    /// Audit events in the old form with only `timestamp` (no `stageTimestamp`): replayed as
+    /// taking no time.
+    pub without_duration: u64,
 }
 
 /// Reads a trace as [`TraceEvent`]s in arrival order (see the module documentation).
@@ -237,16 +240,28 @@ impl<R: BufRead> TraceReader<R> {
             if self.buf.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
+            // The first line that is one of the formats decides it: a rotated log read from
+            // mid-line starts with a fragment, which is reported and skipped like any bad line.
             let format = match self.format {
                 Some(format) => format,
-                None => {
-                    let format = detect(&self.buf);
-                    self.format = Some(format);
-                    format
-                }
+                None => match detect(&self.buf) {
+                    Ok(format) => {
+                        self.format = Some(format);
+                        format
+                    }
+                    Err(message) => {
+                        self.line_error(message);
+                        continue;
+                    }
+                },
             };
             let parsed = match format {
-                TraceFormat::AuditEvents => audit::parse_line(&self.buf, self.line, &mut self.open),
+                TraceFormat::AuditEvents => audit::parse_line(
+                    &self.buf,
+                    self.line,
+                    &mut self.open,
+                    &mut self.stats.without_duration,
+                ),
                 TraceFormat::AccessLog => access::parse_line(&self.buf, self.line),
                 TraceFormat::TraceLines => lines::parse_line(&self.buf, self.line),
             };
@@ -328,35 +343,55 @@ impl<R: BufRead> Iterator for TraceReader<R> {
     }
 }
 
-/// The format of a trace, from its first non-blank line.
-fn detect(line: &[u8]) -> TraceFormat {
+/// What a trace line is expected to be, for messages about lines that are none of them.
+pub const EXPECTED_FORMATS: &str = "expected audit.k8s.io Event JSON lines (kube-apiserver \
+    --audit-log-path with --audit-log-format=json), the proxy's JSON access log (--log-format \
+    json -v=1) or trace lines ({\"at\":0,\"durationMs\":5,\"method\":\"GET\",\"url\":\"/api\"})";
+
+/// The format of one line, or why it is none of them.
+///
+/// An audit event is `kind: Event` (or `EventList`) with an `audit.k8s.io/*` `apiVersion`, or
+/// with no `apiVersion` and an `auditID` or `items` (falco's trace files leave `apiVersion` out;
+/// a core `v1` `Event` is not an audit event).
+fn detect(line: &[u8]) -> Result<TraceFormat, String> {
+    use serde::de::IgnoredAny;
     #[derive(serde::Deserialize)]
     struct Probe<'a> {
         #[serde(default, borrow)]
         kind: Option<Cow<'a, str>>,
         #[serde(default, rename = "apiVersion", borrow)]
         api_version: Option<Cow<'a, str>>,
+        #[serde(default, rename = "auditID")]
+        audit_id: Option<IgnoredAny>,
+        #[serde(default)]
+        items: Option<IgnoredAny>,
         #[serde(default, borrow)]
         target: Option<Cow<'a, str>>,
+        #[serde(default)]
+        at: Option<IgnoredAny>,
+        #[serde(default)]
+        url: Option<IgnoredAny>,
     }
-    let Ok(probe) = serde_json::from_slice::<Probe<'_>>(line) else {
-        return TraceFormat::TraceLines;
+    let probe = serde_json::from_slice::<Probe<'_>>(line)
+        .map_err(|e| format!("not a JSON object ({e}); {EXPECTED_FORMATS}"))?;
+    let audit_kind = matches!(probe.kind.as_deref(), Some("Event" | "EventList"));
+    let audit_version = match probe.api_version.as_deref() {
+        Some(v) => v.starts_with("audit.k8s.io/"),
+        None => probe.audit_id.is_some() || probe.items.is_some(),
     };
-    let audit = probe
-        .api_version
-        .as_deref()
-        .is_some_and(|v| v.starts_with("audit.k8s.io/"));
-    if audit && matches!(probe.kind.as_deref(), Some("Event" | "EventList")) {
-        TraceFormat::AuditEvents
+    if audit_kind && audit_version {
+        Ok(TraceFormat::AuditEvents)
     } else if probe
         .target
         .as_deref()
         .is_some_and(|t| t.starts_with("kube_apf_proxy"))
     {
         // The proxy's JSON log: its access events, among its other events.
-        TraceFormat::AccessLog
+        Ok(TraceFormat::AccessLog)
+    } else if probe.at.is_some() && probe.url.is_some() {
+        Ok(TraceFormat::TraceLines)
     } else {
-        TraceFormat::TraceLines
+        Err(format!("not a trace line: {EXPECTED_FORMATS}"))
     }
 }
 

@@ -262,3 +262,33 @@ impl rustls::client::danger::ServerCertVerifier for Pinned {
         self.algorithms.supported_schemes()
     }
 }
+
+/// Text logs written to a pipe (as to a file or journald) carry no terminal colour codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_logs_to_a_pipe_have_no_colour_codes() {
+    let fake = FakeApiserver::start_plain().await;
+    let process = Process::start(&[
+        "serve",
+        "--bind-address=127.0.0.1",
+        &format!("--upstream={}", fake.url),
+        "--secure-port=0",
+        "--admin-address=127.0.0.1:0",
+    ]);
+    let deadline = tokio::time::Instant::now() + PROMPTLY;
+    let mut lines = Vec::new();
+    while !lines
+        .iter()
+        .any(|l: &String| l.contains("Serving") && !l.contains("certificate"))
+    {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        lines.push(process.lines.recv_timeout(left).expect("a log line"));
+    }
+    for line in &lines {
+        assert!(!line.contains('\u{1b}'), "a colour code in {line:?}");
+        assert!(
+            line.contains(" INFO ") || line.contains(" WARN "),
+            "{line:?}"
+        );
+    }
+    process.signal("TERM");
+}

@@ -175,6 +175,15 @@ impl Decoder {
         n
     }
 
+    fn i64(&mut self, f: &Fields<'_>, key: &str) -> i64 {
+        let v = f.get(key);
+        let n = v.and_then(Value::as_i64);
+        if let (Some(v), None) = (v, n) {
+            self.wrong(&f.path(key), "an int64", v);
+        }
+        n.unwrap_or(0)
+    }
+
     fn i32(&mut self, f: &Fields<'_>, key: &str) -> i32 {
         self.opt_i32(f, key).unwrap_or(0)
     }
@@ -258,6 +267,7 @@ impl Decoder {
             name: self.string(&f, "name"),
             namespace: self.string(&f, "namespace"),
             uid: self.string(&f, "uid"),
+            generation: self.i64(&f, "generation"),
             labels: self.string_map(&f, "labels"),
             annotations: self.string_map(&f, "annotations"),
         }

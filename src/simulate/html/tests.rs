@@ -48,6 +48,10 @@ fn report(levels: Vec<LevelReport>) -> SimReport {
     SimReport {
         requests: 100,
         skipped: 1,
+        skip_reasons: vec![crate::simulate::record::SkipReason {
+            example: "line 1: not a JSON object (EOF while parsing)".to_string(),
+            lines: 1,
+        }],
         bypassed: 0,
         late: 0,
         duration_seconds: 60.0,
@@ -80,6 +84,10 @@ fn one_self_contained_page_with_charts_for_the_levels_that_saw_requests() {
     assert_eq!(html.matches("<svg").count(), 4);
     assert_eq!(html.matches("</svg>").count(), 4);
     assert!(html.contains("<td>idle</td>"));
+    // Why lines were skipped, not only how many.
+    assert!(
+        html.contains("<li>1 line(s), such as line 1: not a JSON object (EOF while parsing)</li>")
+    );
     // Nothing is fetched: the only URL is the SVG namespace.
     let urls = html.matches("http://").count() + html.matches("https://").count();
     assert_eq!(urls, html.matches("http://www.w3.org/2000/svg").count());

@@ -18,7 +18,8 @@ use crate::auth::Identity;
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Event<'a> {
-    #[serde(borrow)]
+    /// Empty for the items of an `EventList`, which the webhook backend writes without it.
+    #[serde(default, borrow)]
     kind: Cow<'a, str>,
     #[serde(default, borrow)]
     items: Vec<Event<'a>>,
@@ -40,6 +41,9 @@ struct Event<'a> {
     request_received_timestamp: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     stage_timestamp: Option<Cow<'a, str>>,
+    /// `audit.k8s.io/v1alpha1` and `v1beta1` before Kubernetes 1.10: when the request arrived.
+    #[serde(default, borrow)]
+    timestamp: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -60,16 +64,18 @@ struct ResponseStatus {
     code: Option<u16>,
 }
 
-/// One line: an `Event`, or an `EventList` of them.
+/// One line: an `Event`, or an `EventList` of them. `without_duration` counts the events of the
+/// old form that have only `timestamp`.
 pub(super) fn parse_line(
     line: &[u8],
     number: u64,
     open: &mut HashSet<String>,
+    without_duration: &mut u64,
 ) -> Result<Parsed, String> {
     let event: Event<'_> =
         serde_json::from_slice(line).map_err(|e| format!("not an audit event: {e}"))?;
     match event.kind.as_ref() {
-        "Event" => Ok(match one(event, number, open)? {
+        "Event" => Ok(match one(event, number, open, without_duration)? {
             Some((e, written)) => Parsed::Events(vec![e], written),
             None => Parsed::Ignored,
         }),
@@ -77,7 +83,10 @@ pub(super) fn parse_line(
             let mut events = Vec::with_capacity(event.items.len());
             let mut latest = Duration::ZERO;
             for item in event.items {
-                if let Some((e, written)) = one(item, number, open)? {
+                if !matches!(item.kind.as_ref(), "" | "Event") {
+                    return Err(format!("kind {:?} is not an audit Event", item.kind));
+                }
+                if let Some((e, written)) = one(item, number, open, without_duration)? {
                     latest = latest.max(written);
                     events.push(e);
                 }
@@ -94,10 +103,15 @@ fn required<'a>(field: Option<Cow<'a, str>>, name: &str) -> Result<Cow<'a, str>,
 
 /// The event of one audit `Event`, with the time its stage was written; `None` for a stage that
 /// neither starts nor ends a request.
+///
+/// The old form (`audit.k8s.io/v1alpha1`, `v1beta1` before Kubernetes 1.10) has only
+/// `timestamp`, the arrival: such an event is replayed as taking no time, and counted in
+/// `without_duration` so that the run can say so once.
 fn one(
     event: Event<'_>,
     number: u64,
     open: &mut HashSet<String>,
+    without_duration: &mut u64,
 ) -> Result<Option<(TraceEvent, Duration)>, String> {
     let stage = required(event.stage, "stage")?;
     if stage == "RequestReceived" {
@@ -109,15 +123,22 @@ fn one(
         other => return Err(format!("stage {other:?} is not an audit stage")),
     };
     let audit_id = required(event.audit_id, "auditID")?;
-    let written = parse_timestamp(&required(event.stage_timestamp, "stageTimestamp")?)?;
+    let received = event
+        .request_received_timestamp
+        .or(event.timestamp)
+        .ok_or("audit event without requestReceivedTimestamp or timestamp")?;
+    let received = parse_timestamp(&received)?;
+    let written = match event.stage_timestamp {
+        Some(stage_timestamp) => parse_timestamp(&stage_timestamp)?,
+        None => {
+            *without_duration += 1;
+            received
+        }
+    };
     if !started && open.remove(audit_id.as_ref()) {
         let key = audit_id.into_owned();
         return Ok(Some((TraceEvent::Ended { key, at: written }, written)));
     }
-    let received = parse_timestamp(&required(
-        event.request_received_timestamp,
-        "requestReceivedTimestamp",
-    )?)?;
     let uri = required(event.request_uri, "requestURI")?;
     let verb = required(event.verb, "verb")?;
     let method = method_of(&verb)?;

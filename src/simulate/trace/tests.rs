@@ -180,7 +180,6 @@ fn audit_events_without_a_field_name_it() {
     let cases = [
         ("stage", "stage"),
         ("auditID", "auditID"),
-        ("stageTimestamp", "stageTimestamp"),
         ("requestReceivedTimestamp", "requestReceivedTimestamp"),
         ("requestURI", "requestURI"),
         ("verb", "verb"),
@@ -213,9 +212,113 @@ fn audit_events_without_a_field_name_it() {
         .next()
         .expect("line")
         .replacen("\"Event\"", "\"Pod\"", 1);
-    // The first line decides the format: a Pod is not an audit log, so it is read as a trace line.
+    // The first line decides the format: after an audit event, a Pod is a bad audit line.
     let (_, errors, _) = read_all(&format!("{line}\n{wrong_kind}\n"), Duration::ZERO);
     assert!(errors[0].message.contains("Pod"), "{}", errors[0].message);
+}
+
+#[test]
+fn the_format_comes_from_the_first_line_that_is_one() {
+    let audit = FIXTURE.lines().nth(1).expect("a line");
+    let trace = r#"{"at":0,"durationMs":1,"method":"GET","url":"/api"}"#;
+    let core_event = r#"{"apiVersion":"v1","kind":"Event","metadata":{"name":"e"}}"#;
+    // (text, requests read, malformed lines, the format)
+    let cases = [
+        // A rotated log read from mid-line: the fragment is skipped, the rest is read.
+        (
+            format!("{}\n{audit}\n", &audit[40..]),
+            1,
+            1,
+            Some(TraceFormat::AuditEvents),
+        ),
+        (
+            format!("{}\n\n{trace}\n", &trace[..10]),
+            1,
+            1,
+            Some(TraceFormat::TraceLines),
+        ),
+        // A core v1 Event is not an audit event, nor anything else.
+        (
+            format!("{core_event}\n{audit}\n"),
+            1,
+            1,
+            Some(TraceFormat::AuditEvents),
+        ),
+        ("{\"x\":1}\nnot json\n".to_string(), 0, 2, None),
+        (
+            format!("{audit}\n{}\n", &audit[..30]),
+            1,
+            1,
+            Some(TraceFormat::AuditEvents),
+        ),
+    ];
+    for (text, want_requests, want_malformed, want_format) in cases {
+        let mut r = reader(&text, Duration::ZERO);
+        let items: Vec<_> = (&mut r).collect();
+        let stats = r.stats();
+        assert_eq!(stats.requests, want_requests, "{text}: {items:?}");
+        assert_eq!(stats.malformed, want_malformed, "{text}");
+        assert_eq!(r.format(), want_format, "{text}");
+    }
+}
+
+#[test]
+fn audit_events_without_api_version_or_with_only_the_old_timestamp_are_read() {
+    let line = FIXTURE.lines().nth(1).expect("a line");
+    let event: serde_json::Value = serde_json::from_str(line).expect("json");
+    let received = event["requestReceivedTimestamp"].clone();
+    let edit = |f: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| {
+        let mut e = event.clone();
+        f(e.as_object_mut().expect("object"));
+        e.to_string()
+    };
+    // (what, line, arrival is the fixture's, duration, counted without duration)
+    let cases = [
+        (
+            "as written",
+            edit(&|_| {}),
+            Some(Duration::from_millis(12)),
+            0,
+        ),
+        (
+            "falco: no apiVersion",
+            edit(&|e| {
+                e.remove("apiVersion");
+            }),
+            Some(Duration::from_millis(12)),
+            0,
+        ),
+        (
+            "falco: no apiVersion, an extra timestamp",
+            edit(&|e| {
+                e.remove("apiVersion");
+                e.insert("timestamp".into(), "2026-11-24T10:00:00Z".into());
+            }),
+            Some(Duration::from_millis(12)),
+            0,
+        ),
+        (
+            "audit2rbac: v1beta1 with only timestamp",
+            edit(&|e| {
+                e.insert("apiVersion".into(), "audit.k8s.io/v1beta1".into());
+                let t = e.remove("requestReceivedTimestamp").expect("field");
+                e.remove("stageTimestamp");
+                e.insert("timestamp".into(), t);
+            }),
+            Some(Duration::ZERO),
+            1,
+        ),
+    ];
+    for (what, text, duration, without) in cases {
+        let (events, errors, stats) = read_all(&text, Duration::ZERO);
+        assert!(errors.is_empty(), "{what}: {errors:?}");
+        let r = requests(&events);
+        assert_eq!(r.len(), 1, "{what}");
+        let want_arrival = parse_timestamp(received.as_str().expect("a string")).expect("time");
+        assert_eq!(r[0].arrival, want_arrival, "{what}");
+        assert_eq!(r[0].duration, duration, "{what}");
+        assert_eq!(stats.without_duration, without, "{what}");
+    }
 }
 
 #[test]
@@ -228,6 +331,24 @@ fn an_event_list_line_is_read_item_by_item() {
     let list =
         serde_json::json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": items});
     let (events, errors, _) = read_all(&list.to_string(), Duration::ZERO);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(requests(&events).len(), 3);
+    // The webhook backend's items carry neither kind nor apiVersion.
+    let bare: Vec<serde_json::Value> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|item| {
+            let mut item = item.clone();
+            let object = item.as_object_mut().expect("object");
+            object.remove("kind");
+            object.remove("apiVersion");
+            item
+        })
+        .collect();
+    let bare =
+        serde_json::json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": bare});
+    let (events, errors, _) = read_all(&bare.to_string(), Duration::ZERO);
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(requests(&events).len(), 3);
 }
