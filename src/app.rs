@@ -20,7 +20,7 @@ pub use admin_gate::AdminGuard;
 pub use admin_routes::{level_rows, queue_rows, request_rows, AdminPaths, DEBUG_PREFIX};
 pub use drain::DrainableBody;
 pub use readiness::{wait_for_upstream, Readiness, PROBE_INTERVAL};
-pub use reload::{dir_digest, files_digest, ReloadError, Reloader, POLL_INTERVAL};
+pub use reload::{ReloadError, Reloader};
 
 use std::sync::Arc;
 use std::time::Duration;

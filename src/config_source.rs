@@ -31,6 +31,7 @@ use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use k8s_openapi::List;
 use tokio::time::Instant;
 
+use crate::backoff::{jittered, Backoff};
 use crate::body::empty_body;
 use crate::server::ReadyFlag;
 use crate::upstream::Route;
@@ -132,7 +133,7 @@ impl ClusterSource {
     /// Lists both kinds until both lists succeed, applies them, then watches each kind forever
     /// (until the task is aborted).
     pub async fn run(self: Arc<Self>) {
-        let mut backoff = Backoff::default();
+        let mut backoff = Backoff::new(BACKOFF_INITIAL, BACKOFF_MAX);
         let (levels_rv, schemas_rv) = loop {
             let levels = self.list::<PriorityLevelConfiguration>().await;
             let schemas = match &levels {
@@ -156,12 +157,12 @@ impl ClusterSource {
 
     /// Watches `K` from `rv`, listing again on 410 and reconnecting with backoff on failure.
     async fn watch_loop<K: Kind>(self: Arc<Self>, mut rv: String) {
-        let mut backoff = Backoff::default();
+        let mut backoff = Backoff::new(BACKOFF_INITIAL, BACKOFF_MAX);
         loop {
             let started = Instant::now();
             let end = self.watch::<K>(&mut rv).await;
             if started.elapsed() >= HEALTHY_WATCH {
-                backoff = Backoff::default();
+                backoff = Backoff::new(BACKOFF_INITIAL, BACKOFF_MAX);
             }
             self.metrics.watch_restarted(K::URL_PATH_SEGMENT);
             match end {
@@ -346,60 +347,14 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// A random duration in [MIN_WATCH_TIMEOUT, 2 × MIN_WATCH_TIMEOUT), whole seconds.
 fn watch_timeout() -> Duration {
-    let secs = MIN_WATCH_TIMEOUT.as_secs();
-    Duration::from_secs(secs + random_u64() % secs)
-}
-
-fn random_u64() -> u64 {
-    let mut bytes = [0u8; 8];
-    // The CSPRNG does not fail on supported platforms; zero jitter is harmless if it did.
-    let _ = rustls::crypto::ring::default_provider()
-        .secure_random
-        .fill(&mut bytes);
-    u64::from_le_bytes(bytes)
-}
-
-/// Exponential backoff with jitter: each pause is the current step plus up to one step more.
-#[derive(Debug, Clone)]
-struct Backoff {
-    step: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff {
-            step: BACKOFF_INITIAL,
-        }
-    }
-}
-
-impl Backoff {
-    fn next(&mut self) -> Duration {
-        let step = self.step;
-        self.step = (step * 2).min(BACKOFF_MAX);
-        let jitter_ms = random_u64() % (step.as_millis() as u64).max(1);
-        step + Duration::from_millis(jitter_ms)
-    }
+    // Whole seconds, as the reflector asks (`timeoutSeconds`); under 2 × MIN.
+    let secs = jittered(MIN_WATCH_TIMEOUT, 1.0).as_secs();
+    Duration::from_secs(secs.min(MIN_WATCH_TIMEOUT.as_secs() * 2 - 1))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_doubles_to_the_cap_with_at_most_one_step_of_jitter() {
-        let mut backoff = Backoff::default();
-        let mut step = BACKOFF_INITIAL;
-        for _ in 0..10 {
-            let pause = backoff.next();
-            assert!(
-                pause >= step && pause < step * 2,
-                "{pause:?} for step {step:?}"
-            );
-            step = (step * 2).min(BACKOFF_MAX);
-        }
-        assert_eq!(backoff.step, BACKOFF_MAX);
-    }
 
     #[test]
     fn watch_timeouts_are_spread_over_five_to_ten_minutes() {

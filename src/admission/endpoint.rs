@@ -12,7 +12,6 @@ use http::header::{CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
-use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use super::metrics::{AdmissionMetrics, ReviewResult};
@@ -20,6 +19,7 @@ use super::{parse_review, ReviewResponse, Reviewer};
 use crate::body::{full_body, BoxError, ProxyBody};
 use crate::config::load::{read_dir, SourceFile};
 use crate::config::parse::Format;
+use crate::file_watch::{dir_digest, files_digest, poll_ticks};
 use crate::lint::LintOptions;
 use crate::server::tls::TlsMinVersion;
 use crate::server::{
@@ -41,9 +41,6 @@ pub const MAX_CONCURRENT_REVIEWS: usize = 2;
 /// default is 10 s), after which the apiserver has stopped waiting (its `failurePolicy` decides)
 /// and an answer would be wasted work.
 pub const REVIEW_DEADLINE: Duration = Duration::from_secs(5);
-
-/// How often the certificate and configuration files are checked for changes.
-const POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 /// `kube-apf-proxy webhook` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -444,18 +441,6 @@ impl Webhook {
     }
 }
 
-fn digest(files: &[PathBuf], sources: &[SourceFile]) -> [u8; 32] {
-    let mut hasher = Sha256::new();
-    for path in files {
-        hasher.update(std::fs::read(path).unwrap_or_default());
-    }
-    for s in sources {
-        hasher.update(s.name.as_bytes());
-        hasher.update(&s.bytes);
-    }
-    hasher.finalize().into()
-}
-
 /// Polls the certificate and configuration files; a changed, valid configuration replaces the
 /// reviewer (an invalid one is logged and counted, and the last good one stays).
 async fn watch(options: WebhookOptions, tls: ServerTls, state: Arc<WebhookState>) {
@@ -465,12 +450,12 @@ async fn watch(options: WebhookOptions, tls: ServerTls, state: Arc<WebhookState>
         .chain(&options.tls_private_key_file)
         .cloned()
         .collect();
-    let mut cert_digest = digest(&cert_files, &[]);
-    let mut config_digest = digest(&[], &options.base_files().unwrap_or_default());
-    let mut ticks = tokio::time::interval(POLL_INTERVAL);
+    let mut cert_digest = files_digest(&cert_files);
+    let mut config_digest = options.config_dir.as_deref().map(dir_digest);
+    let mut ticks = poll_ticks();
     loop {
         ticks.tick().await;
-        let now = digest(&cert_files, &[]);
+        let now = files_digest(&cert_files);
         if now != cert_digest {
             cert_digest = now;
             if let Err(error) = tls.reload() {
@@ -480,12 +465,12 @@ async fn watch(options: WebhookOptions, tls: ServerTls, state: Arc<WebhookState>
         let Some(dir) = &options.config_dir else {
             continue;
         };
-        let Ok(files) = read_dir(dir) else { continue };
-        let now = digest(&[], &files);
+        let now = Some(dir_digest(dir));
         if now == config_digest {
             continue;
         }
         config_digest = now;
+        let Ok(files) = read_dir(dir) else { continue };
         match Reviewer::new(
             files,
             options.lint_options(),
