@@ -36,7 +36,7 @@ impl Backoff {
     }
 
     /// The next pause.
-    pub fn next(&mut self) -> Duration {
+    pub fn pause(&mut self) -> Duration {
         let step = self.step;
         self.step = (step * 2).min(self.max);
         jittered(step, 1.0)
@@ -53,7 +53,7 @@ mod tests {
         let mut backoff = Backoff::new(initial, max);
         let mut step = initial;
         for _ in 0..10 {
-            let pause = backoff.next();
+            let pause = backoff.pause();
             assert!(
                 pause >= step && pause <= step * 2,
                 "{pause:?} for step {step:?}"

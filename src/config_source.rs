@@ -144,7 +144,7 @@ impl ClusterSource {
                 (Ok(levels_rv), Ok(schemas_rv)) => break (levels_rv, schemas_rv),
                 (Err(error), _) | (_, Err(error)) => {
                     tracing::warn!(%error, "Listing the cluster's flow-control objects failed");
-                    tokio::time::sleep(backoff.next()).await;
+                    tokio::time::sleep(backoff.pause()).await;
                 }
             }
         };
@@ -181,12 +181,12 @@ impl ClusterSource {
                         }
                         Err(error) => {
                             tracing::warn!(%error, kind = K::KIND, "Listing failed");
-                            tokio::time::sleep(backoff.next()).await;
+                            tokio::time::sleep(backoff.pause()).await;
                         }
                     }
                 },
             }
-            tokio::time::sleep(backoff.next()).await;
+            tokio::time::sleep(backoff.pause()).await;
         }
     }
 
