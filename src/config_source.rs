@@ -22,7 +22,8 @@ mod metrics;
 pub mod objects;
 pub mod watch_stream;
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, Request, StatusCode};
@@ -206,7 +207,7 @@ impl ClusterSource {
         let list: List<K> =
             serde_json::from_slice(&body).map_err(|e| SourceError::Decode(e.to_string()))?;
         let rv = list.metadata.resource_version.clone().unwrap_or_default();
-        lock(&self.objects).replace(list.items);
+        self.objects.lock().replace(list.items);
         self.metrics.listed(K::URL_PATH_SEGMENT);
         Ok(rv)
     }
@@ -240,7 +241,7 @@ impl ClusterSource {
                 Ok(None) => {
                     // A last event without its newline still counts.
                     if let Ok(Some(event)) = decoder.finish::<K>() {
-                        if lock(&self.objects).apply(event, rv) == Applied::Changed {
+                        if self.objects.lock().apply(event, rv) == Applied::Changed {
                             self.apply();
                         }
                     }
@@ -260,7 +261,7 @@ impl ClusterSource {
             };
             let mut changed = false;
             for event in events {
-                match lock(&self.objects).apply(event, rv) {
+                match self.objects.lock().apply(event, rv) {
                     Applied::Changed => changed = true,
                     Applied::Bookmark => {}
                     Applied::Expired => {
@@ -315,7 +316,7 @@ impl ClusterSource {
     /// Loads both kinds' objects as one configuration and applies it as a reload does.
     fn apply(&self) {
         let (loaded, counts) = {
-            let objects = lock(&self.objects);
+            let objects = self.objects.lock();
             (objects.load(), objects.counts())
         };
         self.metrics.objects(counts);
@@ -337,12 +338,6 @@ impl ClusterSource {
             Err(error) => tracing::error!(%error, "Configuration from the cluster refused"),
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A random duration in [MIN_WATCH_TIMEOUT, 2 × MIN_WATCH_TIMEOUT), whole seconds.

@@ -2,9 +2,10 @@
 //! own TLS listener ([`SecureServer`]), with the certificate and the reference configuration
 //! reloaded when their files change.
 
+use parking_lot::RwLock;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -150,19 +151,11 @@ impl WebhookState {
     }
 
     fn reviewer(&self) -> Arc<Reviewer> {
-        Arc::clone(
-            &self
-                .reviewer
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        Arc::clone(&self.reviewer.read())
     }
 
     fn replace(&self, reviewer: Reviewer) {
-        *self
-            .reviewer
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(reviewer);
+        *self.reviewer.write() = Arc::new(reviewer);
     }
 
     /// The metrics.

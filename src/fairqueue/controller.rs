@@ -6,9 +6,10 @@
 //! after each digest and every 10 s), and `startRequest`/`Handle` for admission with the
 //! dropped-requests tracker's `Retry-After`.
 
+use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures_util::FutureExt;
@@ -210,7 +211,7 @@ impl FlowControl {
 
     /// The current configuration and levels (one read lock and an `Arc` clone).
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        Arc::clone(&self.snapshot.read().unwrap_or_else(|e| e.into_inner()))
+        Arc::clone(&self.snapshot.read())
     }
 
     /// Swaps in a new configuration without losing requests: kept levels are reconfigured in
@@ -388,15 +389,15 @@ impl FlowControl {
             config: Arc::new(config.clone()),
             levels,
         });
-        *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = snapshot;
+        *self.snapshot.write() = snapshot;
     }
 
     fn lock_inner(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock()
     }
 
     fn lock_dropped(&self) -> MutexGuard<'_, DroppedRequestsTracker> {
-        self.dropped.lock().unwrap_or_else(|e| e.into_inner())
+        self.dropped.lock()
     }
 }
 

@@ -29,7 +29,7 @@ impl Metrics {
     /// The timing-ratio gauges of `priority_level`, made (at 0 / 1) on first use and kept, so
     /// their histograms go on across reconfigurations.
     pub fn level_gauges(&self, now: Instant, priority_level: &str) -> PriorityLevelGauges {
-        let mut levels = self.level_gauges.lock().unwrap_or_else(|e| e.into_inner());
+        let mut levels = self.level_gauges.lock();
         if let Some(gauges) = levels.get(priority_level) {
             return gauges.clone();
         }

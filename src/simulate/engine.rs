@@ -5,9 +5,10 @@
 //! Every configuration compared runs in the same runtime, fed the same requests at the same
 //! virtual instants. Borrowing is adjusted every 10 s of trace time, as in `serve`.
 
+use parking_lot::Mutex;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -66,10 +67,6 @@ struct Sim {
     recorder: Arc<Mutex<Recorder>>,
     /// Watches whose end comes as a later [`TraceEvent::Ended`].
     open_watches: Arc<Mutex<HashMap<String, WatchGuard>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Replays `events` (in arrival order; see [`super::trace::TraceReader`]) through each of
@@ -144,7 +141,7 @@ async fn drive(
             TraceEvent::Ended { key, .. } => {
                 last_end = last_end.max(Instant::now());
                 for sim in &sims {
-                    lock(&sim.open_watches).remove(&key);
+                    sim.open_watches.lock().remove(&key);
                 }
             }
         }
@@ -157,13 +154,17 @@ async fn drive(
     drop(alive);
     let _ = finished.recv().await;
     for sim in &sims {
-        lock(&sim.open_watches).clear();
+        sim.open_watches.lock().clear();
     }
     let end = last_end.max(Instant::now());
     let duration = end.saturating_duration_since(origin);
     Ok(sims
         .iter()
-        .map(|sim| lock(&sim.recorder).report(duration, options.server_concurrency_limit))
+        .map(|sim| {
+            sim.recorder
+                .lock()
+                .report(duration, options.server_concurrency_limit)
+        })
         .collect())
 }
 
@@ -226,12 +227,14 @@ impl Sim {
             Err(error) => {
                 // The apiserver answers 400 before flow control; nothing to replay.
                 tracing::debug!(line = request.line, %error, "Request attributes not derived");
-                lock(&self.recorder).request(true, late);
+                self.recorder.lock().request(true, late);
                 return None;
             }
         };
         let handling = Handling::of(&info);
-        lock(&self.recorder).request(handling == Handling::Bypass, late);
+        self.recorder
+            .lock()
+            .request(handling == Handling::Bypass, late);
         if handling == Handling::Bypass {
             return None;
         }
@@ -261,7 +264,9 @@ impl Sim {
             flow_schema: Arc::clone(&admit.flow.flow_schema),
             distinguisher: admit.flow.flow_distinguisher.clone(),
         };
-        lock(&self.recorder).arrived(&outcome.priority_level, &outcome.flow_schema);
+        self.recorder
+            .lock()
+            .arrived(&outcome.priority_level, &outcome.flow_schema);
         let queues = Arc::clone(level.queues());
         let admitting = match (handling, self.flow_control.start_admit(level, admit)) {
             // Most requests get their seats at once: no task, no timer of their own.
@@ -350,11 +355,13 @@ impl Outcome {
             Ok(seat) => {
                 let in_use = queues.stats().seats_in_use;
                 let (pl, fs) = (&self.priority_level, &self.flow_schema);
-                lock(&self.recorder).dispatched(pl, fs, seat.waited(), in_use);
+                self.recorder
+                    .lock()
+                    .dispatched(pl, fs, seat.waited(), in_use);
                 Some(seat)
             }
             Err(rejection) => {
-                lock(&self.recorder).rejected(
+                self.recorder.lock().rejected(
                     &self.priority_level,
                     &self.flow_schema,
                     &self.distinguisher,
@@ -449,7 +456,7 @@ async fn hold_watch(
             drop(guard);
         }
         None => {
-            lock(open_watches).insert(request.key.clone(), guard);
+            open_watches.lock().insert(request.key.clone(), guard);
         }
     }
 }
@@ -497,7 +504,7 @@ async fn sample(
         let now = ticks.tick().await;
         let t = now.saturating_duration_since(origin).as_secs_f64();
         let levels = flow_control.levels();
-        let mut recorder = lock(&recorder);
+        let mut recorder = recorder.lock();
         for level in levels {
             let stats = level.queues.stats();
             let sample = Sample {
