@@ -160,7 +160,7 @@ pub fn bootstrap() -> Config {
         .clone()
 }
 
-/// The counts `check` and the reload log report, in words that read one way:
+/// The counts `check` reports, in words that read one way:
 /// `8 priority levels, 11 FlowSchemas in use` and, when some are dangling,
 /// `, 2 more FlowSchemas skipped (dangling)`. The FlowSchemas in use include the implied
 /// mandatory ones; the skipped ones are not among them.
