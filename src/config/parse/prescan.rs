@@ -25,11 +25,12 @@
 /// The deepest nesting accepted (serde_yaml's recursion limit).
 pub const MAX_DEPTH: usize = 128;
 
-/// The most structural tokens accepted in one file: about 650 KB of realistic configuration
-/// (hundreds of FlowSchemas), and about 24 MB of parser memory at the worst ratio measured (a
-/// flat list `[a,a,...]`, 370 bytes per token on the release binary), so that the webhook's two
-/// reviews at a time stay well inside its Deployment's 128 Mi.
-pub const MAX_TOKENS: usize = 64 * 1024;
+/// The most structural tokens accepted in one file: about 320 KB of realistic configuration
+/// (some 550 objects; the embedded default has 1,100 tokens for its 19), and about 20 MB of
+/// parser memory at the worst ratio measured (a flat list `[a,a,...]`, about 600 bytes per token
+/// on the release binary), so that the webhook's two reviews at a time stay well inside its
+/// Deployment's 128 Mi.
+pub const MAX_TOKENS: usize = 32 * 1024;
 
 /// Why a text is refused before parsing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
