@@ -17,7 +17,8 @@ use serde::Serialize;
 use crate::config::Config;
 use crate::simulate::record::{LevelReport, SimReport};
 use crate::simulate::trace::{TraceError, TraceEvent, TraceOptions, TraceReader};
-use crate::simulate::{simulate, SimOptions};
+use crate::simulate::workload::parse_workload;
+use crate::simulate::{simulate, simulate_workload, SimOptions};
 
 use super::lint::Output;
 
@@ -32,8 +33,8 @@ const REPORTED_LINE_ERRORS: u64 = 20;
 pub struct SimulateArgs {
     /// The configuration (the embedded default without it).
     pub config_dir: Option<PathBuf>,
-    /// The trace file, or `-` for standard input.
-    pub trace: String,
+    /// The trace file (`-` for standard input), or a workload file.
+    pub input: SimInput,
     /// A second configuration replayed over the same trace.
     pub compare_config_dir: Option<PathBuf>,
     /// Server limits, timeout, object counts.
@@ -52,6 +53,15 @@ pub struct SimulateArgs {
     pub report: Option<PathBuf>,
 }
 
+/// What `simulate` runs.
+#[derive(Debug, Clone)]
+pub enum SimInput {
+    /// A recorded trace: a file, or `-` for standard input.
+    Trace(String),
+    /// A workload file of synthetic closed-loop clients.
+    Workload(PathBuf),
+}
+
 /// Runs the command.
 pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     let baseline = load(args.config_dir.as_deref())?;
@@ -60,10 +70,20 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|dir| load(Some(dir)))
         .transpose()?;
-    let input: Box<dyn BufRead> = if args.trace == "-" {
+    let mut configs = vec![&baseline];
+    configs.extend(candidate.as_ref());
+    let mut options = args.options.clone();
+    if args.report.is_some() {
+        options.timeline_interval = Some(TIMELINE_INTERVAL);
+    }
+    let trace = match &args.input {
+        SimInput::Trace(trace) => trace,
+        SimInput::Workload(path) => return run_workload(args, path, &configs, &options),
+    };
+    let input: Box<dyn BufRead> = if trace == "-" {
         Box::new(BufReader::new(io::stdin().lock()))
     } else {
-        let file = File::open(&args.trace).with_context(|| format!("open {}", args.trace))?;
+        let file = File::open(trace).with_context(|| format!("open {trace}"))?;
         Box::new(BufReader::with_capacity(1 << 16, file))
     };
     let trace_options = TraceOptions {
@@ -73,12 +93,6 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         strict: args.strict,
     };
     let mut reader = TraceReader::new(input, trace_options);
-    let mut options = args.options.clone();
-    if args.report.is_some() {
-        options.timeline_interval = Some(TIMELINE_INTERVAL);
-    }
-    let mut configs = vec![&baseline];
-    configs.extend(candidate.as_ref());
     let mut errors = LineErrors::default();
     let events = Window::new(
         std::iter::from_fn(|| next_event(&mut reader, args.strict, &mut errors)),
@@ -87,7 +101,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     );
     let mut reports = simulate(events, &configs, &options)?;
     if let Some(error) = errors.fatal.take() {
-        return Err(error).context(format!("read {}", args.trace));
+        return Err(error).context(format!("read {trace}"));
     }
     let skipped = errors.count;
     for report in &mut reports {
@@ -96,7 +110,36 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     if skipped > REPORTED_LINE_ERRORS {
         eprintln!("simulate: {skipped} malformed lines skipped in all");
     }
-    let labels = label_runs(args, &reports);
+    write_all(args, &reports, trace)?;
+    if errors.strict_stop {
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs a workload file's clients through each configuration.
+fn run_workload(
+    args: &SimulateArgs,
+    path: &Path,
+    configs: &[&Config],
+    options: &SimOptions,
+) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    let workload = parse_workload(&text).map_err(|e| {
+        let lines: Vec<String> = e
+            .problems
+            .iter()
+            .map(|p| format!("{}: {p}", path.display()))
+            .collect();
+        anyhow::anyhow!("{}", lines.join("\n"))
+    })?;
+    let reports = simulate_workload(&workload, configs, options)?;
+    write_all(args, &reports, &path.display().to_string()).map(|()| ExitCode::SUCCESS)
+}
+
+/// Standard output, then the HTML report if asked for.
+fn write_all(args: &SimulateArgs, reports: &[SimReport], source: &str) -> anyhow::Result<()> {
+    let labels = label_runs(args, reports);
     write_output(
         &labels,
         args.output,
@@ -105,14 +148,11 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.report {
         let file = File::create(path).with_context(|| format!("create {}", path.display()))?;
         let mut out = BufWriter::new(file);
-        crate::simulate::html::write_report(&labels, &args.trace, &mut out)
+        crate::simulate::html::write_report(&labels, source, &mut out)
             .and_then(|()| out.flush())
             .with_context(|| format!("write {}", path.display()))?;
     }
-    if errors.strict_stop {
-        return Ok(ExitCode::from(1));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn load(dir: Option<&Path>) -> anyhow::Result<Config> {
@@ -324,6 +364,7 @@ fn write_text(report: &SimReport, out: &mut impl Write) -> io::Result<()> {
             schema.rejected.total()
         )?;
     }
+    write_clients(report, out)?;
     let rejected: Vec<&LevelReport> = report
         .priority_levels
         .iter()
@@ -348,6 +389,48 @@ fn write_text(report: &SimReport, out: &mut impl Write) -> io::Result<()> {
         }
     }
     writeln!(out)
+}
+
+/// The per-client table of a workload, then its notes.
+fn write_clients(report: &SimReport, out: &mut impl Write) -> io::Result<()> {
+    if report.clients.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<20} {:<28} {:<28} {:>7} {:>10} {:>8} {:>9} {:>8} {:>8} {:>8}",
+        "CLIENT",
+        "PRIORITY LEVEL",
+        "FLOW SCHEMA",
+        "CALLS",
+        "DISPATCHED",
+        "REJECTED",
+        "AVG-SEATS",
+        "WAIT-P50",
+        "WAIT-P99",
+        "WAIT-MAX"
+    )?;
+    for c in &report.clients {
+        writeln!(
+            out,
+            "{:<20} {:<28} {:<28} {:>7} {:>10} {:>8} {:>9.3} {:>8} {:>8} {:>8}",
+            c.name,
+            c.priority_level,
+            c.flow_schema,
+            c.calls,
+            c.dispatched,
+            c.rejected,
+            c.average_seats,
+            secs(c.wait_seconds.p50),
+            secs(c.wait_seconds.p99),
+            secs(c.wait_seconds.max)
+        )?;
+    }
+    for note in &report.notes {
+        writeln!(out, "note: {note}")?;
+    }
+    Ok(())
 }
 
 fn write_differences(

@@ -60,6 +60,9 @@ fn report(levels: Vec<LevelReport>) -> SimReport {
             rejected: Rejected::default(),
         }],
         priority_levels: levels,
+        clients: Vec::new(),
+        notes: Vec::new(),
+        start_unix_seconds: None,
     }
 }
 
