@@ -15,8 +15,9 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::config::Config;
+use crate::simulate::html::ReportSource;
 use crate::simulate::record::{LevelReport, SimReport};
-use crate::simulate::trace::{TraceError, TraceEvent, TraceOptions, TraceReader};
+use crate::simulate::trace::{TraceError, TraceEvent, TraceFormat, TraceOptions, TraceReader};
 use crate::simulate::workload::parse_workload;
 use crate::simulate::{simulate, simulate_workload, SimOptions};
 
@@ -94,12 +95,29 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     };
     let mut reader = TraceReader::new(input, trace_options);
     let mut errors = LineErrors::default();
+    // The replay's time 0: the first event replayed, on the trace's clock.
+    let mut first: Option<Duration> = None;
     let events = Window::new(
         std::iter::from_fn(|| next_event(&mut reader, args.strict, &mut errors)),
         args.from,
         args.until,
-    );
+    )
+    .inspect(|event| {
+        let at = match event {
+            TraceEvent::Request(request) => request.arrival,
+            TraceEvent::Ended { at, .. } => *at,
+        };
+        first.get_or_insert(at);
+    });
     let mut reports = simulate(events, &configs, &options)?;
+    // Audit events and access logs are stamped by the wall clock: the report can read UTC.
+    let wall_clock = matches!(
+        reader.format(),
+        Some(TraceFormat::AuditEvents | TraceFormat::AccessLog)
+    );
+    for report in &mut reports {
+        report.start_unix_seconds = first.filter(|_| wall_clock).map(|d| d.as_secs_f64());
+    }
     if let Some(error) = errors.fatal.take() {
         return Err(error).context(format!("read {trace}"));
     }
@@ -110,7 +128,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     if skipped > REPORTED_LINE_ERRORS {
         eprintln!("simulate: {skipped} malformed lines skipped in all");
     }
-    write_all(args, &reports, trace)?;
+    write_all(args, &reports, ReportSource::Trace(trace))?;
     if errors.strict_stop {
         return Ok(ExitCode::from(1));
     }
@@ -134,11 +152,16 @@ fn run_workload(
         anyhow::anyhow!("{}", lines.join("\n"))
     })?;
     let reports = simulate_workload(&workload, configs, options)?;
-    write_all(args, &reports, &path.display().to_string()).map(|()| ExitCode::SUCCESS)
+    let name = path.display().to_string();
+    write_all(args, &reports, ReportSource::Workload(&name)).map(|()| ExitCode::SUCCESS)
 }
 
 /// Standard output, then the HTML report if asked for.
-fn write_all(args: &SimulateArgs, reports: &[SimReport], source: &str) -> anyhow::Result<()> {
+fn write_all(
+    args: &SimulateArgs,
+    reports: &[SimReport],
+    source: ReportSource<'_>,
+) -> anyhow::Result<()> {
     let labels = label_runs(args, reports);
     write_output(
         &labels,
