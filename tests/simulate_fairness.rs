@@ -282,10 +282,12 @@ impl Scenario {
     }
 }
 
+/// (think, pad, final seats, concurrency limit, clients, expected averages) as in
+/// TestSeparations.
+type Separation = (&'static str, &'static str, u32, u32, usize, Option<&'static [f64]>);
+
 fn separations() -> Vec<Scenario> {
-    // (think, pad, final seats, concurrency limit, clients, expected averages) as in
-    // TestSeparations.
-    let cases: [(&str, &str, u32, u32, usize, Option<&[f64]>); 24] = [
+    let cases: [Separation; 24] = [
         ("1s", "0s", 1, 1, 1, None),
         ("1s", "0s", 1, 2, 1, None),
         ("1s", "0s", 2, 2, 1, None),
