@@ -169,17 +169,17 @@ struct SimulateArgs {
     #[arg(long)]
     object_counts: Option<PathBuf>,
     /// Replay only requests that arrived at least this long after the trace's first one.
-    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration)]
+    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration, conflicts_with = "workload")]
     from: Option<std::time::Duration>,
     /// ... and at most this long after it.
-    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration)]
+    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration, conflicts_with = "workload")]
     until: Option<std::time::Duration>,
     /// How far out of arrival order trace lines may be (logs are written at completion);
     /// default: the request timeout plus 5 s.
-    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration)]
+    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration, conflicts_with = "workload")]
     reorder_window: Option<std::time::Duration>,
     /// Stop (exit 1) at the first malformed line instead of reporting and skipping it.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "workload")]
     strict: bool,
     /// `text` (tables) or `json` (one object; `{"baseline":..,"candidate":..}` when comparing).
     #[arg(long, value_enum, default_value = "text")]
