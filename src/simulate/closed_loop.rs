@@ -365,22 +365,16 @@ impl<'a> Driver<'a> {
         let seats = admit.estimate.initial_seats;
         let outcome = Outcome {
             recorder: Arc::clone(&self.sim.recorder),
-            priority_level: Arc::from(classification.priority_level.name.as_str()),
+            priority_level: Arc::clone(level.queues().name()),
             flow_schema: Arc::clone(&admit.flow.flow_schema),
-            distinguisher: admit.flow.flow_distinguisher.clone(),
+            distinguisher: classification.flow_distinguisher,
         };
         self.records[client].called(Some((&outcome.priority_level, &outcome.flow_schema)));
         lock(&self.sim.recorder).arrived(&outcome.priority_level, &outcome.flow_schema);
         let flow_control = Arc::clone(&self.sim.flow_control);
         let queues = Arc::clone(level.queues());
         let admitting: Admitting = Box::pin(async move { flow_control.admit(&level, admit).await });
-        self.next_id += 1;
-        let id = self.next_id;
-        let waker = Waker::from(Arc::new(WakeOne {
-            id,
-            wakes: Arc::clone(&self.wakes),
-        }));
-        let waiting = Waiting {
+        let mut waiting = Waiting {
             client,
             made,
             arrived: at,
@@ -388,9 +382,25 @@ impl<'a> Driver<'a> {
             admitting,
             outcome,
             queues,
-            waker,
+            waker: Waker::noop().clone(),
         };
+        // Most calls are answered at once: no waker, no entry among the waiting.
+        let first = waiting
+            .admitting
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
+        if let Poll::Ready(admitted) = first {
+            self.settle(at, &waiting, admitted);
+            return;
+        }
+        self.next_id += 1;
+        let id = self.next_id;
+        waiting.waker = Waker::from(Arc::new(WakeOne {
+            id,
+            wakes: Arc::clone(&self.wakes),
+        }));
         self.waiting.insert(id, waiting);
+        // Polled again with its own waker, which the queue set and the timer now hold.
         self.poll(id, at);
     }
 
@@ -415,12 +425,15 @@ impl<'a> Driver<'a> {
         let Poll::Ready(admitted) = waiting.admitting.as_mut().poll(&mut cx) else {
             return;
         };
-        let Some(w) = self.waiting.remove(&id) else {
-            return;
-        };
-        let seat = w.outcome.record(admitted, &w.queues);
-        match seat {
-            Some(seat) => self.dispatched(now, &w, seat),
+        if let Some(w) = self.waiting.remove(&id) {
+            self.settle(now, &w, admitted);
+        }
+    }
+
+    /// Records a call's answer and moves its thread on.
+    fn settle(&mut self, now: Instant, w: &Waiting, admitted: Result<Seat, Rejection>) {
+        match w.outcome.record(admitted, &w.queues) {
+            Some(seat) => self.dispatched(now, w, seat),
             None => self.rejected(now, w.client, w.made),
         }
     }

@@ -264,11 +264,12 @@ impl Sim {
             level,
             admit,
         } = prepared.ok()?;
+        // The level's own name and the classification's distinguisher: nothing allocated.
         let outcome = Outcome {
             recorder: Arc::clone(&self.recorder),
-            priority_level: Arc::from(classification.priority_level.name.as_str()),
+            priority_level: Arc::clone(level.queues().name()),
             flow_schema: Arc::clone(&admit.flow.flow_schema),
-            distinguisher: admit.flow.flow_distinguisher.clone(),
+            distinguisher: classification.flow_distinguisher,
         };
         lock(&self.recorder).arrived(&outcome.priority_level, &outcome.flow_schema);
         let flow_control = Arc::clone(&self.flow_control);

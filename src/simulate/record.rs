@@ -376,7 +376,14 @@ impl Recorder {
         if let Some(l) = self.levels.get_mut(priority_level) {
             l.arrivals += 1;
         }
-        let s = self.schemas.entry(flow_schema.to_string()).or_default();
+        // Looked up before it is inserted: no allocation for a schema already counted.
+        if !self.schemas.contains_key(flow_schema) {
+            self.schemas
+                .insert(flow_schema.to_string(), SchemaRecord::default());
+        }
+        let Some(s) = self.schemas.get_mut(flow_schema) else {
+            return;
+        };
         if s.priority_level.is_empty() {
             s.priority_level = priority_level.to_string();
         }
