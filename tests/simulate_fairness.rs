@@ -284,7 +284,14 @@ impl Scenario {
 
 /// (think, pad, final seats, concurrency limit, clients, expected averages) as in
 /// TestSeparations.
-type Separation = (&'static str, &'static str, u32, u32, usize, Option<&'static [f64]>);
+type Separation = (
+    &'static str,
+    &'static str,
+    u32,
+    u32,
+    usize,
+    Option<&'static [f64]>,
+);
 
 fn separations() -> Vec<Scenario> {
     let cases: [Separation; 24] = [

@@ -208,3 +208,34 @@ fn a_day_of_samples_stays_small_and_keeps_its_peaks() {
         "the one peak survives"
     );
 }
+
+proptest::proptest! {
+    /// Whatever the names in a configuration, a trace or a workload, they never open a tag:
+    /// every `<` in the page starts one of the page's own tags.
+    #[test]
+    fn no_name_opens_a_tag(name in "[a-z<>&\"' /=]{1,16}") {
+        let mut l = level(&name, 10, 5);
+        l.top_flows[0].flow_distinguisher = name.clone();
+        l.top_flows[0].flow_schema = name.clone();
+        let mut r = report(vec![l]);
+        r.flow_schemas[0].name = name.clone();
+        r.flow_schemas[0].priority_level = name.clone();
+        r.clients = vec![crate::simulate::record::ClientRecord::new(&name)
+            .report(std::time::Duration::from_secs(1))];
+        let mut b = r.clone();
+        b.flow_schemas[0].dispatched = 1;
+        let mut out = Vec::new();
+        write_report(&[("baseline", &r), ("candidate", &b)], ReportSource::Workload(&name), &mut out)
+            .expect("write");
+        let html = String::from_utf8(out).expect("UTF-8");
+        for (i, _) in html.match_indices('<') {
+            let next = html[i + 1..].chars().next().unwrap_or(' ');
+            proptest::prop_assert!(
+                next.is_ascii_alphabetic() || next == '/' || next == '!',
+                "a stray < at {}: {}", i, &html[i.saturating_sub(40)..(i + 40).min(html.len())]
+            );
+        }
+        let escaped = escape(&name);
+        proptest::prop_assert!(html.contains(&escaped));
+    }
+}
