@@ -206,6 +206,8 @@ pub struct ClientRecord {
     rejected: u64,
     seat_nanos: u128,
     waits: Histogram<u64>,
+    /// The longest wait, exactly (the histogram keeps two significant digits).
+    max_wait: Duration,
 }
 
 // === impl ClientRecord ===
@@ -224,6 +226,7 @@ impl ClientRecord {
             // Two significant digits: a client's histogram is a few KiB, for thousands of them.
             waits: Histogram::new_with_bounds(1, MAX_WAIT_MICROS, 2)
                 .expect("valid constant histogram bounds"),
+            max_wait: Duration::ZERO,
         }
     }
 
@@ -241,6 +244,7 @@ impl ClientRecord {
     pub fn dispatched(&mut self, waited: Duration, seats: u32, executing: Duration) {
         self.dispatched += 1;
         let _ = self.waits.record(micros(waited));
+        self.max_wait = self.max_wait.max(waited);
         self.seat_nanos += u128::from(seats) * executing.as_nanos();
     }
 
@@ -264,7 +268,22 @@ impl ClientRecord {
             dispatched: self.dispatched,
             rejected: self.rejected,
             average_seats,
-            wait_seconds: percentiles(&self.waits),
+            wait_seconds: self.wait_seconds(),
+        }
+    }
+
+    /// The histogram's percentiles, none above the exact longest wait.
+    fn wait_seconds(&self) -> WaitSeconds {
+        let w = percentiles(&self.waits);
+        if self.max_wait.is_zero() {
+            return w;
+        }
+        let max = self.max_wait.as_secs_f64();
+        WaitSeconds {
+            p50: w.p50.min(max),
+            p90: w.p90.min(max),
+            p99: w.p99.min(max),
+            max,
         }
     }
 }
