@@ -55,8 +55,9 @@ enum Command {
     /// `/metrics`.
     Webhook(Box<kube_apf_proxy::admission::WebhookOptions>),
     /// Replay a recorded workload (Kubernetes audit events, the proxy's JSON access log, or
-    /// trace lines) through flow control in virtual time, and report per priority level and
-    /// FlowSchema what would have been dispatched, queued and rejected.
+    /// trace lines), or run synthetic closed-loop clients (--workload), through flow control in
+    /// virtual time, and report per priority level, FlowSchema (and client) what would have
+    /// been dispatched, queued and rejected.
     Simulate(Box<SimulateArgs>),
     /// Configuration commands.
     Config {
@@ -140,8 +141,17 @@ struct SimulateArgs {
     /// The recorded workload (`-` for standard input): audit.k8s.io/v1 Event lines as
     /// kube-apiserver writes them with --audit-log-path, the proxy's JSON access log, or trace
     /// lines (`classify --requests` lines plus `at` seconds and `durationMs`).
+    #[arg(
+        long,
+        required_unless_present = "workload",
+        conflicts_with = "workload"
+    )]
+    trace: Option<String>,
+    /// A synthetic workload instead of a recording: a YAML file of closed-loop clients
+    /// (`duration`, `clients: [{name, user, groups, method, url, threads, calls, execution,
+    /// think, start, seats, finalSeats, finalDuration}]`).
     #[arg(long)]
-    trace: String,
+    workload: Option<PathBuf>,
     /// A second configuration directory replayed over the same trace, side by side.
     #[arg(long)]
     compare_config_dir: Option<PathBuf>,
@@ -159,17 +169,17 @@ struct SimulateArgs {
     #[arg(long)]
     object_counts: Option<PathBuf>,
     /// Replay only requests that arrived at least this long after the trace's first one.
-    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration)]
+    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration, conflicts_with = "workload")]
     from: Option<std::time::Duration>,
     /// ... and at most this long after it.
-    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration)]
+    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration, conflicts_with = "workload")]
     until: Option<std::time::Duration>,
     /// How far out of arrival order trace lines may be (logs are written at completion);
     /// default: the request timeout plus 5 s.
-    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration)]
+    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration, conflicts_with = "workload")]
     reorder_window: Option<std::time::Duration>,
     /// Stop (exit 1) at the first malformed line instead of reporting and skipping it.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "workload")]
     strict: bool,
     /// `text` (tables) or `json` (one object; `{"baseline":..,"candidate":..}` when comparing).
     #[arg(long, value_enum, default_value = "text")]
@@ -187,7 +197,11 @@ impl SimulateArgs {
         };
         Ok(cli::simulate::SimulateArgs {
             config_dir: self.config_dir,
-            trace: self.trace,
+            input: match (self.workload, self.trace) {
+                (Some(file), _) => cli::simulate::SimInput::Workload(file),
+                (None, Some(trace)) => cli::simulate::SimInput::Trace(trace),
+                (None, None) => anyhow::bail!("simulate: give --trace or --workload"),
+            },
             compare_config_dir: self.compare_config_dir,
             options: kube_apf_proxy::simulate::SimOptions {
                 server_concurrency_limit: self

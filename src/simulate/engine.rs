@@ -55,16 +55,19 @@ pub enum SimError {
     /// Flow control could not be built from a configuration.
     #[error("flow control: {0}")]
     FlowControl(#[from] FlowControlError),
+    /// A workload cannot be run as written.
+    #[error("the workload: {0}")]
+    Workload(String),
     /// The runtime could not start.
     #[error("the simulation runtime: {0}")]
     Runtime(#[from] std::io::Error),
 }
 
 /// One configuration under simulation.
-struct Sim {
-    flow_control: Arc<FlowControl>,
-    estimator: WorkEstimator,
-    recorder: Arc<Mutex<Recorder>>,
+pub(super) struct Sim {
+    pub(super) flow_control: Arc<FlowControl>,
+    pub(super) estimator: WorkEstimator,
+    pub(super) recorder: Arc<Mutex<Recorder>>,
     /// Watches whose end comes as a later [`TraceEvent::Ended`].
     open_watches: Arc<Mutex<HashMap<String, WatchGuard>>>,
 }
@@ -171,7 +174,11 @@ async fn drive(
 // === impl Sim ===
 
 impl Sim {
-    fn new(config: &Config, options: &SimOptions, origin: Instant) -> Result<Sim, SimError> {
+    pub(super) fn new(
+        config: &Config,
+        options: &SimOptions,
+        origin: Instant,
+    ) -> Result<Sim, SimError> {
         let (flow_control, problems) =
             FlowControl::new(config, options.server_concurrency_limit, origin)?;
         for problem in problems {
@@ -258,11 +265,12 @@ impl Sim {
             level,
             admit,
         } = prepared.ok()?;
+        // The level's own name and the classification's distinguisher: nothing allocated.
         let outcome = Outcome {
             recorder: Arc::clone(&self.recorder),
-            priority_level: Arc::from(classification.priority_level.name.as_str()),
+            priority_level: Arc::clone(level.queues().name()),
             flow_schema: Arc::clone(&admit.flow.flow_schema),
-            distinguisher: admit.flow.flow_distinguisher.clone(),
+            distinguisher: classification.flow_distinguisher,
         };
         self.recorder
             .lock()
@@ -341,16 +349,20 @@ impl Executions {
 }
 
 /// Where a request's outcome is recorded.
-struct Outcome {
-    recorder: Arc<Mutex<Recorder>>,
-    priority_level: Arc<str>,
-    flow_schema: Arc<str>,
-    distinguisher: String,
+pub(super) struct Outcome {
+    pub(super) recorder: Arc<Mutex<Recorder>>,
+    pub(super) priority_level: Arc<str>,
+    pub(super) flow_schema: Arc<str>,
+    pub(super) distinguisher: String,
 }
 
 impl Outcome {
     /// Records a dispatch (with the level's seats then in use) or a rejection; the seat if any.
-    fn record(&self, admitted: Result<Seat, Rejection>, queues: &LevelQueues) -> Option<Seat> {
+    pub(super) fn record(
+        &self,
+        admitted: Result<Seat, Rejection>,
+        queues: &LevelQueues,
+    ) -> Option<Seat> {
         match admitted {
             Ok(seat) => {
                 let in_use = queues.stats().seats_in_use;
@@ -401,7 +413,7 @@ impl Ord for Held {
 }
 
 /// The resolution of tokio's timers: a sleep ends on the next millisecond.
-const TICK: Duration = Duration::from_millis(1);
+pub(super) const TICK: Duration = Duration::from_millis(1);
 
 /// Moves the clock to `time` — unless it falls within the current millisecond, which the clock
 /// cannot resolve anyway: then events are replayed at once, still in their exact order, and the
