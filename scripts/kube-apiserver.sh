@@ -131,6 +131,8 @@ EOF
   local flags=(
     --bind-address=127.0.0.1
     --advertise-address=127.0.0.1
+    # The loopback address cannot back the kubernetes Service endpoints.
+    --endpoint-reconciler-type=none
     --secure-port="$port"
     --tls-cert-file="$dir/serving.crt"
     --tls-private-key-file="$dir/serving.key"

@@ -31,9 +31,11 @@ fn addr(api: &KubeApiserver) -> SocketAddr {
         .expect("server address")
 }
 
-/// The SETTINGS_MAX_CONCURRENT_STREAMS the apiserver advertises, read on a raw HTTP/2 connection.
-async fn advertised_streams(api: &KubeApiserver) -> usize {
+/// The SETTINGS_MAX_CONCURRENT_STREAMS of the SETTINGS frame the apiserver sends first on a raw
+/// HTTP/2 connection (None when it sends no such setting: unlimited).
+async fn advertised_streams(api: &KubeApiserver) -> Option<u32> {
     use rustls_pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let ca = std::fs::read(api.path("ca.crt")).expect("ca.crt");
     let mut roots = rustls::RootCertStore::empty();
     for der in rustls_pki_types::CertificateDer::pem_slice_iter(&ca) {
@@ -51,22 +53,34 @@ async fn advertised_streams(api: &KubeApiserver) -> usize {
         .await
         .expect("connect");
     let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, tcp)
         .await
         .expect("handshake");
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (mut sender, mut connection) = h2::client::handshake(tls).await.expect("h2 handshake");
-    // One exchange, so the server's SETTINGS have been read and acknowledged.
-    let request = Request::get(format!("{}/healthz", api.server))
-        .body(())
-        .expect("request");
-    let (response, _) = sender.send_request(request, true).expect("send");
-    tokio::select! {
-        response = response => { response.expect("healthz"); }
-        closed = &mut connection => panic!("the connection closed first: {closed:?}"),
-    }
-    connection.max_concurrent_send_streams()
+    // The client preface and an empty SETTINGS frame.
+    tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .expect("preface");
+    let read = async {
+        let mut header = [0u8; 9];
+        tls.read_exact(&mut header).await.expect("frame header");
+        let length =
+            usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+        assert_eq!(header[3], 0x4, "the server's first frame is SETTINGS");
+        let mut payload = vec![0u8; length];
+        tls.read_exact(&mut payload)
+            .await
+            .expect("settings payload");
+        payload
+    };
+    let payload = tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("SETTINGS within 10 s");
+    payload.chunks(6).find_map(|setting| {
+        let id = u16::from_be_bytes([setting[0], setting[1]]);
+        (id == 0x3).then(|| u32::from_be_bytes([setting[2], setting[3], setting[4], setting[5]]))
+    })
 }
 
 /// A create whose body arrives only when the returned sender completes it: it holds a seat in
@@ -135,11 +149,13 @@ async fn upstream_http2_streams_watches_bookmarks_and_410() {
     let Some(api) = KubeApiserver::shared() else {
         return;
     };
-    let limit = advertised_streams(api).await;
+    let advertised = advertised_streams(api).await;
     assert_eq!(
-        limit, STREAMS_PER_CONNECTION,
+        advertised,
+        Some(STREAMS_PER_CONNECTION as u32),
         "SETTINGS_MAX_CONCURRENT_STREAMS"
     );
+    let limit = STREAMS_PER_CONNECTION;
     dev_namespace(api, NS).await;
     let front = Front::start(api, &["--identity-forwarding=passthrough".to_string()]).await;
 

@@ -184,12 +184,12 @@ async fn the_webhook_registered_in_the_apiserver_denies_warns_and_lets_the_contr
         },
     )
     .await;
+    // Our Status (422 Invalid with one cause per problem) is what kubectl prints, as it prints
+    // the apiserver's own validation errors.
     assert!(
-        denied.contains(r#"admission webhook "configmaps.kube-apf-proxy.io" denied the request"#),
-        "{denied}"
-    );
-    assert!(
-        denied.contains("handSize: Invalid value: 65: should not be greater than queues (64)"),
+        denied.contains(
+            r#"The ConfigMap "rt-webhook-flowcontrol" is invalid: data[levels.yaml]: PriorityLevelConfiguration/rt-wide: spec.limited.limitResponse.queuing.handSize: Invalid value: 65: should not be greater than queues (64)"#
+        ),
         "{denied}"
     );
 
