@@ -286,31 +286,49 @@ async fn upstream_http2_streams_watches_bookmarks_and_410() {
     );
     drop(body);
 
-    // 410: a watch from a resourceVersion older than the apiserver keeps. The apiserver sends it
-    // as an ERROR event in a 200 stream; through the proxy it arrives the same.
+    // 410: a watch from a resourceVersion etcd has compacted away (every 10 s here). The
+    // apiserver sends it as an ERROR event in a 200 stream; through the proxy it arrives the same.
     let old = format!("/api/v1/namespaces/{NS}/configmaps?watch=true&resourceVersion=1");
     let ca = std::fs::read_to_string(api.path("ca.crt")).expect("ca.crt");
     let (cert, key) = api.client_cert(front.app.dir.path(), "erin", "erin", &["dev"]);
     let erin = crate::support::pki::Issued::from_files(&cert, &key);
     let direct = TestClient::to_server(addr(api), &ca, Some(&erin));
-    let mut expired = Vec::new();
-    for (client, token) in [(&direct, None), (&front.app.client(), Some(ALICE_TOKEN))] {
-        let response = client.send(request("GET", &old, token, Bytes::new())).await;
-        assert_eq!(response.status(), StatusCode::OK);
-        let mut body = response.into_body();
-        let mut buffer = Vec::new();
-        let event = next_event(&mut body, &mut buffer, |_| true).await;
+    let first_event = |client: TestClient, token: Option<&'static str>| {
+        let old = old.clone();
+        async move {
+            let response = client.send(request("GET", &old, token, Bytes::new())).await;
+            assert_eq!(response.status(), StatusCode::OK);
+            let mut body = response.into_body();
+            let mut buffer = Vec::new();
+            next_event(&mut body, &mut buffer, |_| true).await
+        }
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let direct_event = loop {
+        let event = first_event(direct.clone(), None).await;
+        if event["type"] == "ERROR" {
+            break event;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "etcd compacts revision 1 within 60 s: {event}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    let proxied_event = first_event(front.app.client(), Some(ALICE_TOKEN)).await;
+    for event in [&direct_event, &proxied_event] {
         assert_eq!(event["type"], "ERROR", "{event}");
         assert_eq!(event["object"]["code"], 410, "{event}");
         assert_eq!(event["object"]["reason"], "Expired", "{event}");
-        expired.push(
-            event["object"]["message"]
-                .as_str()
-                .map(|m| m.split(':').next().unwrap_or_default().to_string()),
-        );
     }
+    let prefix = |event: &serde_json::Value| {
+        event["object"]["message"]
+            .as_str()
+            .map(|m| m.split(':').next().unwrap_or_default().to_string())
+    };
     assert_eq!(
-        expired[0], expired[1],
+        prefix(&direct_event),
+        prefix(&proxied_event),
         "the same 410 direct and through the proxy"
     );
     // client-go's answer to 410: list again, watch from the new resourceVersion.

@@ -208,52 +208,43 @@ async fn the_webhook_registered_in_the_apiserver_denies_warns_and_lets_the_contr
         );
     }
 
-    // The apiserver's own controller puts a changed mandatory object back, through the webhook
-    // (an UPDATE of a PriorityLevelConfiguration; it runs once a minute).
-    let shares = |out: String| out.trim().to_string();
-    let original = shares(
+    // The apiserver's own controller still maintains the mandatory objects with the webhook in
+    // place: it creates the catch-all FlowSchema again after a delete (it checks once a minute),
+    // a CREATE the webhook judges and must allow.
+    let uid_of = |out: String| out.trim().to_string();
+    let before = uid_of(
         api.admin_ok(
             &[
                 "get",
-                "prioritylevelconfiguration",
+                "flowschema",
                 "catch-all",
                 "-o",
-                "jsonpath={.spec.limited.nominalConcurrencyShares}",
+                "jsonpath={.metadata.uid}",
             ],
             None,
         )
         .await,
     );
-    api.admin_ok(
-        &[
-            "patch",
-            "prioritylevelconfiguration",
-            "catch-all",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"limited":{"nominalConcurrencyShares":7}}}"#,
-        ],
-        None,
-    )
-    .await;
+    api.admin_ok(&["delete", "flowschema", "catch-all"], None)
+        .await;
     until_output(
-        "the apiserver restores the mandatory catch-all level",
+        "the apiserver creates the mandatory catch-all FlowSchema again",
         Duration::from_secs(90),
         || async {
-            let now = shares(
-                api.admin_ok(
+            let out = api
+                .admin_kubectl(
                     &[
                         "get",
-                        "prioritylevelconfiguration",
+                        "flowschema",
                         "catch-all",
                         "-o",
-                        "jsonpath={.spec.limited.nominalConcurrencyShares}",
+                        "jsonpath={.metadata.uid}",
                     ],
                     None,
                 )
-                .await,
-            );
-            (now == original).then_some(now)
+                .await;
+            let now = uid_of(String::from_utf8_lossy(&out.stdout).into_owned());
+            (out.status.success() && !now.is_empty() && now != before).then_some(now)
         },
     )
     .await;
