@@ -10,12 +10,12 @@ use std::time::Duration;
 use crate::support::kube_apiserver::{KubeApiserver, ALICE_TOKEN};
 use crate::{both, Cred, Front};
 
-/// A namespace where group `dev` may do anything to ConfigMaps, and nothing else.
+/// A namespace where group `dev` may do anything to ConfigMaps and PodTemplates, and nothing else.
 pub async fn dev_namespace(api: &KubeApiserver, ns: &str) {
     let yaml = format!(
         "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
 apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: configmap-editor, namespace: {ns}}}\n\
-rules:\n- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [\"*\"]\n---\n\
+rules:\n- apiGroups: [\"\"]\n  resources: [configmaps, podtemplates]\n  verbs: [\"*\"]\n---\n\
 apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: dev-configmap-editor, namespace: {ns}}}\n\
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: configmap-editor}}\n\
 subjects:\n- {{apiGroup: rbac.authorization.k8s.io, kind: Group, name: dev}}\n"
