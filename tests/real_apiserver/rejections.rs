@@ -63,7 +63,7 @@ fn held_create(
         .expect("request");
     let client = client.clone();
     let task = tokio::spawn(async move {
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         let response = client
             .try_send(request)
             .await

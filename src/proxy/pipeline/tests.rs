@@ -27,11 +27,11 @@ fn the_proxys_apf_headers_come_first_and_the_upstreams_follow() {
     set_pf_headers(&mut own, &flow_schema, &priority_level);
     assert_eq!(
         values(&own, &FLOW_SCHEMA_UID_HEADER),
-        [flow_schema.uid.clone()]
+        [flow_schema.uid.as_str()]
     );
     assert_eq!(
         values(&own, &PRIORITY_LEVEL_UID_HEADER),
-        [priority_level.uid.clone()]
+        [priority_level.uid.as_str()]
     );
 
     // An apiserver's response carries its own classification: both, the proxy's first.
