@@ -47,7 +47,7 @@ build() {
   local started=$SECONDS
   (
     cd "$src"
-    go build -mod=readonly -trimpath -o "$bin.new" \
+    go build -mod=readonly -trimpath -buildvcs=false -o "$bin.new" \
       -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37" \
       .
   ) || die "go build of tests/kube-apiserver failed"
