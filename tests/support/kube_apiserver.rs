@@ -133,10 +133,11 @@ impl KubeApiserver {
 
     /// `kubectl --kubeconfig admin.kubeconfig ARGS` (system:masters), stdin from `input`.
     pub async fn admin_kubectl(&self, args: &[&str], input: Option<&str>) -> Output {
-        let mut all = vec![format!(
-            "--kubeconfig={}",
-            self.path("admin.kubeconfig").display()
-        )];
+        let mut all = vec![
+            format!("--kubeconfig={}", self.path("admin.kubeconfig").display()),
+            // Discovery cache beside the apiserver's files, not in $HOME.
+            format!("--cache-dir={}", self.path("kube-cache").display()),
+        ];
         all.extend(args.iter().map(ToString::to_string));
         kubectl(all, input.map(ToString::to_string)).await
     }
