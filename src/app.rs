@@ -37,11 +37,11 @@ use crate::auth::{AuthConfig, Authenticator, RequestHeaderConfig, TokenReviewCon
 use crate::body::empty_body;
 use crate::config::Config;
 use crate::config_source::{ClusterSource, SourceMetrics};
-use crate::fairqueue::admission::AdmissionObserver;
 use crate::fairqueue::borrowing::{
     concurrency_denominator, BorrowingOutcome, BORROWING_ADJUSTMENT_PERIOD,
 };
 use crate::fairqueue::controller::FlowControl;
+use crate::fairqueue::level_queues::LevelObserver;
 use crate::fairqueue::shadow::{self, Shadow, ShadowMetrics};
 use crate::fairqueue::work_estimate::WorkEstimator;
 use crate::metrics::Metrics;
@@ -124,7 +124,7 @@ impl App {
         }
         let forwarder =
             Forwarder::new(upstream.clone(), ForwarderConfig::from_serve_options(&opts))?;
-        let observer: Arc<dyn AdmissionObserver> = metrics.clone();
+        let observer: Arc<dyn LevelObserver> = metrics.clone();
         let server_cl = opts.server_concurrency_limit();
         let (flow_control, problems) =
             FlowControl::with_observer(config, server_cl, Instant::now(), Some(observer))?;

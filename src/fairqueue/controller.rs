@@ -15,8 +15,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use futures_util::FutureExt;
 use tokio::time::Instant;
 
-use super::admission::{AdmissionObserver, AdmitRequest, LevelQueues, Rejection, Seat};
 use super::borrowing::{self, BorrowingOutcome, LevelDemand, SeatDemandStats};
+use super::level_queues::{AdmitRequest, LevelObserver, LevelQueues, Rejection, Seat};
 use super::limits::{self, LevelLimits};
 use super::queueset::{QueueSetError, QueueShape, QueuingConfig};
 use super::retry_after::DroppedRequestsTracker;
@@ -150,7 +150,7 @@ impl Admitting {
 /// Every priority level's queue set, built from a [`Config`] and the server concurrency limit.
 pub struct FlowControl {
     server_cl: u32,
-    observer: Option<Arc<dyn AdmissionObserver>>,
+    observer: Option<Arc<dyn LevelObserver>>,
     inner: Mutex<Inner>,
     snapshot: RwLock<Arc<Snapshot>>,
     dropped: Mutex<DroppedRequestsTracker>,
@@ -181,7 +181,7 @@ impl FlowControl {
         config: &Config,
         server_cl: u32,
         now: Instant,
-        observer: Option<Arc<dyn AdmissionObserver>>,
+        observer: Option<Arc<dyn LevelObserver>>,
     ) -> Result<(FlowControl, Vec<FlowControlError>), FlowControlError> {
         if server_cl == 0 {
             return Err(FlowControlError::ZeroServerConcurrency);

@@ -33,9 +33,9 @@ use super::{
 use crate::auth::{AuthMethod, Authenticator, Identity};
 use crate::classify::Classification;
 use crate::config::{FlowSchemaRef, PriorityLevelRef};
-use crate::fairqueue::admission::{Rejection, Seat};
 use crate::fairqueue::controller::FlowControl;
 use crate::fairqueue::flow_request::{FlowRequest, Handling};
+use crate::fairqueue::level_queues::{Rejection, Seat};
 use crate::fairqueue::shadow::{self, Shadow, ShadowTickets};
 use crate::fairqueue::timeout::deadlines;
 use crate::fairqueue::work_estimate::{WatchGuard, WorkEstimator};

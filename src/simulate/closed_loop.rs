@@ -1,6 +1,6 @@
 //! The closed-loop driver of `simulate --workload`: every thread of every [`Client`] calls, waits
 //! for its reply, thinks, and calls again, each call classified and estimated by
-//! [`FlowRequest::prepare`] and admitted by [`FlowControl::admit`] — the code that enforces — on
+//! [`FlowRequest::prepare`] and admitted by [`FlowControl::admit`](crate::fairqueue::controller::FlowControl::admit) — the code that enforces — on
 //! the paused tokio clock of [`super::engine`].
 //!
 //! The driver keeps its own events (calls, replies) at their exact nanosecond instants and
@@ -28,8 +28,8 @@ use super::engine::{Outcome, Sim, SimError, SimOptions, TICK};
 use super::record::{ClientRecord, SimReport};
 use super::workload::{Client, Workload};
 use crate::config::Config;
-use crate::fairqueue::admission::{LevelQueues, Rejection, Seat};
 use crate::fairqueue::flow_request::{FlowRequest, Handling};
+use crate::fairqueue::level_queues::{LevelQueues, Rejection, Seat};
 use crate::fairqueue::timeout::deadlines;
 use crate::request_info::{self, RequestInfo};
 

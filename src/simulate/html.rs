@@ -3,10 +3,10 @@
 //!
 //! - a summary in words at the top: which levels rejected or queued requests and how much, and,
 //!   when comparing, what the candidate changes per level and per FlowSchema (difference rows,
-//!   largest change first) — [`words`];
+//!   largest change first) — `words`;
 //! - the tables of the text output, every column with its unit, levels that saw nothing folded
 //!   away;
-//! - per priority level that saw requests, charts over time ([`chart`]): seats in use against
+//! - per priority level that saw requests, charts over time (`chart`): seats in use against
 //!   the concurrency and nominal limits (no limits for an exempt level), requests waiting,
 //!   rejections, and queue waits. Time reads in UTC for a trace recorded on the wall clock,
 //!   in seconds otherwise (workloads, trace lines). Legends sit beside the plot, never on it;

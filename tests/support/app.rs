@@ -13,7 +13,7 @@ use http::{Request, Response, Version};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kube_apf_proxy::app::App;
-use kube_apf_proxy::fairqueue::admission::LevelStats;
+use kube_apf_proxy::fairqueue::level_queues::LevelStats;
 use kube_apf_proxy::server::ServeOptions;
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::{CertificateDer, ServerName};

@@ -1,4 +1,4 @@
-//! Async admission: wait for seats in a priority level's queue set.
+//! Waiting for seats: a priority level's queue set as requests see it (the queue's state machine).
 //!
 //! Mirrors the waiting half of `queueset.go` (`StartRequest` → `Finish` → `wait`) and
 //! `apf_filter.go: Handle`, over tokio: the sans-I/O [`QueueSet`] sits behind a mutex that is never
@@ -81,7 +81,7 @@ struct LevelState {
 pub struct LevelQueues {
     name: Arc<str>,
     state: Mutex<LevelState>,
-    observer: Option<Arc<dyn AdmissionObserver>>,
+    observer: Option<Arc<dyn LevelObserver>>,
 }
 
 impl std::fmt::Debug for LevelQueues {
@@ -110,7 +110,7 @@ impl LevelQueues {
         config: QueuingConfig,
         concurrency_limit: u32,
         now: Instant,
-        observer: Option<Arc<dyn AdmissionObserver>>,
+        observer: Option<Arc<dyn LevelObserver>>,
     ) -> Result<Arc<LevelQueues>, QueueSetError> {
         let mut qs = QueueSet::new(config, concurrency_limit, now)?;
         if observer.is_some() {
@@ -552,9 +552,9 @@ impl Drop for Seat {
 
 /// Hooks for the per-FlowSchema metrics (`current_inqueue_*`, `current_executing_seats`,
 /// `request_queue_length_after_enqueue`, `rejected_requests_total{reason="time-out"}` for callers
-/// that go away) and the queue set's own (see [`AdmissionObserver::noted`]). Called outside the
+/// that go away) and the queue set's own (see [`LevelObserver::noted`]). Called outside the
 /// level's lock except `noted`; every method defaults to nothing.
-pub trait AdmissionObserver: Send + Sync {
+pub trait LevelObserver: Send + Sync {
     /// A request entered a queue, which now holds `queue_length` waiting requests.
     fn enqueued(
         &self,

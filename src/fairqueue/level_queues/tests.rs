@@ -262,7 +262,7 @@ fn flow_hash_is_the_apiservers_sha256_prefix() {
 #[derive(Default)]
 struct Recorder(parking_lot::Mutex<Vec<String>>);
 
-impl AdmissionObserver for Recorder {
+impl LevelObserver for Recorder {
     fn enqueued(&self, pl: &str, fs: &str, seats: u32, queue_length: usize) {
         self.push(format!("enqueued {pl} {fs} {seats} len={queue_length}"));
     }
