@@ -147,7 +147,7 @@ impl App {
             Arc::clone(&flow_control),
             estimator.clone(),
             forwarder,
-            opts.request_timeout,
+            opts.limits.request_timeout,
         )
         .with_max_request_bytes(opts.max_request_bytes)
         .with_metrics(Arc::clone(&metrics))

@@ -113,15 +113,9 @@ struct LintArgs {
     /// The configuration directory; the embedded default configuration without it.
     #[arg(long)]
     config_dir: Option<PathBuf>,
-    /// The server's `--max-requests-inflight`: the level checks run at this server limit.
-    #[arg(long, default_value_t = 400)]
-    max_requests_inflight: u32,
-    /// The server's `--max-mutating-requests-inflight`.
-    #[arg(long, default_value_t = 200)]
-    max_mutating_requests_inflight: u32,
-    /// The server's `--request-timeout`: requests wait in queues for a quarter of it at most.
-    #[arg(long, default_value = "60s", value_parser = kube_apf_proxy::server::parse_duration)]
-    request_timeout: std::time::Duration,
+    /// The server's limits: the checks run at them.
+    #[command(flatten)]
+    limits: kube_apf_proxy::server::ServerLimits,
     /// How long a request is assumed to hold its seat, for the queue drain check.
     #[arg(long, default_value = "100ms", value_parser = kube_apf_proxy::server::parse_duration)]
     assumed_request_duration: std::time::Duration,
@@ -155,15 +149,9 @@ struct SimulateArgs {
     /// A second configuration directory replayed over the same trace, side by side.
     #[arg(long)]
     compare_config_dir: Option<PathBuf>,
-    /// The server's `--max-requests-inflight`.
-    #[arg(long, default_value_t = 400)]
-    max_requests_inflight: u32,
-    /// The server's `--max-mutating-requests-inflight`.
-    #[arg(long, default_value_t = 200)]
-    max_mutating_requests_inflight: u32,
-    /// The server's `--request-timeout`: requests wait in queues for a quarter of it at most.
-    #[arg(long, default_value = "60s", value_parser = kube_apf_proxy::server::parse_duration)]
-    request_timeout: std::time::Duration,
+    /// The server's limits: the checks run at them.
+    #[command(flatten)]
+    limits: kube_apf_proxy::server::ServerLimits,
     /// A YAML or JSON map from resource (`pods`, `deployments.apps`) to stored object count,
     /// for the cost of lists; without it every list costs what an unknown resource costs.
     #[arg(long)]
@@ -204,10 +192,8 @@ impl SimulateArgs {
             },
             compare_config_dir: self.compare_config_dir,
             options: kube_apf_proxy::simulate::SimOptions {
-                server_concurrency_limit: self
-                    .max_requests_inflight
-                    .saturating_add(self.max_mutating_requests_inflight),
-                request_timeout: self.request_timeout,
+                server_concurrency_limit: self.limits.server_concurrency_limit(),
+                request_timeout: self.limits.request_timeout,
                 object_counts,
                 timeline_interval: None,
             },
@@ -224,9 +210,9 @@ impl SimulateArgs {
 impl LintArgs {
     fn options(&self) -> kube_apf_proxy::lint::LintOptions {
         kube_apf_proxy::lint::LintOptions {
-            max_requests_inflight: self.max_requests_inflight,
-            max_mutating_requests_inflight: self.max_mutating_requests_inflight,
-            request_timeout: self.request_timeout,
+            max_requests_inflight: self.limits.max_requests_inflight,
+            max_mutating_requests_inflight: self.limits.max_mutating_requests_inflight,
+            request_timeout: self.limits.request_timeout,
             request_duration: self.assumed_request_duration,
             elephant_flows: self.elephant_flows,
             ..Default::default()

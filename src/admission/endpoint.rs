@@ -67,12 +67,9 @@ pub struct WebhookOptions {
     /// ConfigMap is validated whole, as the proxy would load it.
     #[arg(long, default_value = "kube-apf-proxy.io/flowcontrol-config=true", value_parser = parse_label)]
     pub configmap_label: (String, String),
-    /// The proxy's `--max-requests-inflight`, for the level findings.
-    #[arg(long, default_value_t = 400)]
-    pub max_requests_inflight: u32,
-    /// The proxy's `--max-mutating-requests-inflight`, for the level findings.
-    #[arg(long, default_value_t = 200)]
-    pub max_mutating_requests_inflight: u32,
+    /// The proxy's limits, for the level findings.
+    #[command(flatten)]
+    pub limits: crate::server::ServerLimits,
     /// `text` or `json` logs.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: crate::server::LogFormat,
@@ -91,8 +88,9 @@ fn parse_label(value: &str) -> Result<(String, String), String> {
 impl WebhookOptions {
     fn lint_options(&self) -> LintOptions {
         LintOptions {
-            max_requests_inflight: self.max_requests_inflight,
-            max_mutating_requests_inflight: self.max_mutating_requests_inflight,
+            max_requests_inflight: self.limits.max_requests_inflight,
+            max_mutating_requests_inflight: self.limits.max_mutating_requests_inflight,
+            request_timeout: self.limits.request_timeout,
             ..LintOptions::default()
         }
     }
