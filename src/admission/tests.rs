@@ -331,3 +331,18 @@ fn a_response_is_the_v1_shape_the_apiserver_reads() {
         "response": {"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "allowed": true}})
     );
 }
+
+#[test]
+fn a_review_with_too_many_json_values_is_refused_before_parsing() {
+    let values = "0,".repeat(MAX_REVIEW_VALUES);
+    let body = format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","object":{{"x":[{values}0]}}}}}}"#
+    );
+    assert_eq!(
+        parse_review(body.as_bytes()).err(),
+        Some(ReviewError::TooManyValues)
+    );
+    // Commas, brackets and escaped quotes inside strings are not values.
+    let inside = format!(r#"{{"data":"\"{}"}}"#, ",[{".repeat(MAX_REVIEW_VALUES));
+    assert_eq!(json_values(inside.as_bytes()), 1);
+}
