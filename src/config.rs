@@ -146,6 +146,15 @@ pub fn load_bootstrap() -> Result<Loaded, ConfigError> {
     }])
 }
 
+/// The one configuration-loading entry of the commands: `--config-dir`'s files, or the embedded
+/// default configuration without one.
+pub fn load(config_dir: Option<&Path>) -> Result<Loaded, ConfigError> {
+    match config_dir {
+        Some(dir) => load_dir(dir),
+        None => load_bootstrap(),
+    }
+}
+
 /// The embedded default configuration: Kubernetes' mandatory and suggested objects.
 ///
 /// Parsed once, at first use; a unit test proves that it loads without problems or warnings.

@@ -198,10 +198,7 @@ fn write_all(
 }
 
 fn load(dir: Option<&Path>) -> anyhow::Result<Config> {
-    let loaded = match dir {
-        Some(dir) => crate::config::load_dir(dir),
-        None => crate::config::load_bootstrap(),
-    };
+    let loaded = crate::config::load(dir);
     let name = dir.map_or("the embedded configuration".to_string(), |d| {
         d.display().to_string()
     });
