@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::simulate::html::ReportSource;
-use crate::simulate::record::{LevelReport, SimReport, SkipReason};
+use crate::simulate::record::{paired, LevelReport, SimReport, SkipReason};
 use crate::simulate::trace::{
     TraceError, TraceEvent, TraceFormat, TraceLineError, TraceOptions, TraceReader, TraceStats,
     EXPECTED_FORMATS,
@@ -528,25 +528,14 @@ fn write_differences(
         "{:<28} {:>21} {:>21} {:>21}",
         "PRIORITY LEVEL", "DISPATCHED", "REJECTED", "WAIT-P99"
     )?;
-    let mut names: Vec<&str> = baseline
-        .priority_levels
-        .iter()
-        .chain(&candidate.priority_levels)
-        .map(|l| l.name.as_str())
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    let find =
-        |r: &'_ SimReport, name: &str| r.priority_levels.iter().find(|l| l.name == name).cloned();
-    for name in names {
-        let (b, c) = (find(baseline, name), find(candidate, name));
-        let count = |l: &Option<LevelReport>, f: fn(&LevelReport) -> u64| {
-            l.as_ref().map_or("-".to_string(), |l| f(l).to_string())
+    for (name, b, c) in paired(&baseline.priority_levels, &candidate.priority_levels, |l| {
+        &l.name
+    }) {
+        let count = |l: &Option<&LevelReport>, f: fn(&LevelReport) -> u64| {
+            l.map_or("-".to_string(), |l| f(l).to_string())
         };
-        let wait = |l: &Option<LevelReport>| {
-            l.as_ref()
-                .map_or("-".to_string(), |l| secs(l.wait_seconds.p99))
-        };
+        let wait =
+            |l: &Option<&LevelReport>| l.map_or("-".to_string(), |l| secs(l.wait_seconds.p99));
         writeln!(
             out,
             "{:<28} {:>21} {:>21} {:>21}",

@@ -222,6 +222,27 @@ pub struct ClientRecord {
     max_wait: Duration,
 }
 
+/// The same-named rows of two runs (`baseline`, `candidate`), by name, each side `None` where
+/// that run has no such row: what a comparison's difference rows are made of.
+pub fn paired<'a, T>(
+    baseline: &'a [T],
+    candidate: &'a [T],
+    name: impl Fn(&T) -> &str,
+) -> Vec<(&'a str, Option<&'a T>, Option<&'a T>)> {
+    let mut names: Vec<&'a str> = baseline
+        .iter()
+        .chain(candidate)
+        .map(&name)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let find = |rows: &'a [T], n: &str| rows.iter().find(|row| name(row) == n);
+    names
+        .into_iter()
+        .map(|n| (n, find(baseline, n), find(candidate, n)))
+        .collect()
+}
+
 // === impl ClientRecord ===
 
 impl ClientRecord {

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::{anchor, escape};
-use crate::simulate::record::{LevelReport, SchemaReport, SimReport};
+use crate::simulate::record::{paired, LevelReport, SchemaReport, SimReport};
 
 pub(super) fn summary(page: &mut String, runs: &[(&str, &SimReport)]) {
     page.push_str("<section id=\"summary\"><h2>Summary</h2>");
@@ -173,25 +173,17 @@ fn differences(page: &mut String, baseline: &SimReport, candidate: &SimReport) {
 }
 
 fn level_differences(page: &mut String, baseline: &SimReport, candidate: &SimReport) {
-    let mut names: Vec<&str> = baseline
-        .priority_levels
-        .iter()
-        .chain(&candidate.priority_levels)
-        .map(|l| l.name.as_str())
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    let find = |r: &'_ SimReport, n: &str| r.priority_levels.iter().find(|l| l.name == n).cloned();
     let mut rows = Vec::new();
-    for name in names {
-        let (b, c) = (find(baseline, name), find(candidate, name));
-        let get = |l: &Option<LevelReport>, f: fn(&LevelReport) -> u64| l.as_ref().map(f);
+    for (name, b, c) in paired(&baseline.priority_levels, &candidate.priority_levels, |l| {
+        &l.name
+    }) {
+        let get = |l: &Option<&LevelReport>, f: fn(&LevelReport) -> u64| l.map(f);
         let (db, dc) = (get(&b, |l| l.dispatched), get(&c, |l| l.dispatched));
         let (rb, rc) = (
             get(&b, |l| l.rejected.total()),
             get(&c, |l| l.rejected.total()),
         );
-        let wait = |l: &Option<LevelReport>| l.as_ref().map_or(0.0, |l| l.wait_seconds.p99);
+        let wait = |l: &Option<&LevelReport>| l.map_or(0.0, |l| l.wait_seconds.p99);
         let (wb, wc) = (wait(&b), wait(&c));
         let d = |x: Option<u64>| x.unwrap_or(0);
         let score = (
@@ -225,28 +217,16 @@ fn level_differences(page: &mut String, baseline: &SimReport, candidate: &SimRep
 }
 
 fn schema_differences(page: &mut String, baseline: &SimReport, candidate: &SimReport) {
-    let mut names: Vec<&str> = baseline
-        .flow_schemas
-        .iter()
-        .chain(&candidate.flow_schemas)
-        .map(|s| s.name.as_str())
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    let find = |r: &'_ SimReport, n: &str| r.flow_schemas.iter().find(|s| s.name == n).cloned();
     let mut rows = Vec::new();
-    for name in names {
-        let (b, c) = (find(baseline, name), find(candidate, name));
-        let get = |s: &Option<SchemaReport>, f: fn(&SchemaReport) -> u64| s.as_ref().map(f);
+    for (name, b, c) in paired(&baseline.flow_schemas, &candidate.flow_schemas, |s| &s.name) {
+        let get = |s: &Option<&SchemaReport>, f: fn(&SchemaReport) -> u64| s.map(f);
         let (db, dc) = (get(&b, |s| s.dispatched), get(&c, |s| s.dispatched));
         let (rb, rc) = (
             get(&b, |s| s.rejected.total()),
             get(&c, |s| s.rejected.total()),
         );
-        let level = |s: &Option<SchemaReport>| {
-            s.as_ref()
-                .map_or("—".to_string(), |s| escape(&s.priority_level))
-        };
+        let level =
+            |s: &Option<&SchemaReport>| s.map_or("—".to_string(), |s| escape(&s.priority_level));
         let (lb, lc) = (level(&b), level(&c));
         let d = |x: Option<u64>| x.unwrap_or(0);
         let score = (d(db).abs_diff(d(dc)) + d(rb).abs_diff(d(rc)), 0.0);
