@@ -8,14 +8,18 @@
 use std::sync::OnceLock;
 
 use kube_apf_proxy::auth::Identity;
-use kube_apf_proxy::classify::classify;
+use kube_apf_proxy::classify::{classify, MatchIndex};
 use kube_apf_proxy::config::{bootstrap, Config};
 use kube_apf_proxy::request_info::{is_long_running, parse};
 use libfuzzer_sys::fuzz_target;
 
-fn config() -> &'static Config {
-    static CONFIG: OnceLock<Config> = OnceLock::new();
-    CONFIG.get_or_init(bootstrap)
+fn config() -> &'static (Config, MatchIndex) {
+    static CONFIG: OnceLock<(Config, MatchIndex)> = OnceLock::new();
+    CONFIG.get_or_init(|| {
+        let config = bootstrap();
+        let index = MatchIndex::of(&config);
+        (config, index)
+    })
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -38,9 +42,10 @@ fuzz_target!(|data: &[u8]| {
         groups: vec!["system:authenticated".to_string()],
         ..Identity::default()
     };
-    let class = classify(config(), &identity, &info);
+    let (config, index) = config();
+    let class = classify(index, &identity, &info);
     assert!(
-        config()
+        config
             .priority_level(&class.priority_level.name)
             .is_some(),
         "classified into an unknown level {:?}",
