@@ -389,6 +389,41 @@ fn registries_are_independent() {
 }
 
 #[test]
+fn a_pair_looked_up_last_belongs_to_its_own_registry() {
+    let a = Metrics::new();
+    let b = Metrics::new();
+    // Alternating lookups of the same names on one thread: each registry keeps its own members.
+    a.flow(PL, FS).dispatched().inc();
+    b.flow(PL, FS).dispatched().inc();
+    b.flow(PL, FS).dispatched().inc();
+    a.flow(PL, "other").dispatched().inc();
+    assert!(Arc::ptr_eq(&a.flow(PL, FS), &a.flow(PL, FS)));
+    assert!(!Arc::ptr_eq(&a.flow(PL, FS), &b.flow(PL, FS)));
+    let line = |m: &Metrics, fs: &str| {
+        let prefix = format!(
+            "apiserver_flowcontrol_dispatched_requests_total{{flow_schema=\"{fs}\",priority_level=\"{PL}\"}} "
+        );
+        m.encode()
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        line(&a, FS).as_deref().map(|l| l.ends_with(" 1")),
+        Some(true)
+    );
+    assert_eq!(
+        line(&b, FS).as_deref().map(|l| l.ends_with(" 2")),
+        Some(true)
+    );
+    assert_eq!(
+        line(&a, "other").as_deref().map(|l| l.ends_with(" 1")),
+        Some(true)
+    );
+    assert_eq!(line(&b, "other"), None);
+}
+
+#[test]
 fn label_values_match_the_apiserver_vocabulary() {
     let cases = [
         (RejectReason::QueueFull.as_str(), "queue-full"),

@@ -9,6 +9,7 @@
 //! current response; h2: GOAWAY) and closes what is left when the grace period ends.
 
 mod arrival;
+mod coalesce;
 mod connection;
 mod gated;
 

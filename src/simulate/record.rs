@@ -229,11 +229,7 @@ pub fn paired<'a, T>(
     candidate: &'a [T],
     name: impl Fn(&T) -> &str,
 ) -> Vec<(&'a str, Option<&'a T>, Option<&'a T>)> {
-    let mut names: Vec<&'a str> = baseline
-        .iter()
-        .chain(candidate)
-        .map(&name)
-        .collect();
+    let mut names: Vec<&'a str> = baseline.iter().chain(candidate).map(&name).collect();
     names.sort_unstable();
     names.dedup();
     let find = |rows: &'a [T], n: &str| rows.iter().find(|row| name(row) == n);

@@ -5,8 +5,11 @@
 //! lookup) and hands out a [`FlowMetrics`] whose members are made on first use, so a series still
 //! appears in the exposition only once something happened to it, as in the apiserver.
 
-use parking_lot::RwLock;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+
+use parking_lot::RwLock;
 
 use fnv::FnvHashMap;
 use prometheus::{Gauge, GaugeVec, Histogram, HistogramVec, IntCounter, IntCounterVec};
@@ -34,8 +37,20 @@ struct FlowFamilies {
 /// Every pair seen so far: level name → flow schema name → members. Never shrinks, like the
 /// registry's series (a reload keeps the series of removed objects).
 pub(in crate::metrics) struct FlowCache {
+    /// Tells caches apart in [`LAST_PAIR`] (tests make many; an address could be reused).
+    id: u64,
     families: Arc<FlowFamilies>,
     pairs: RwLock<FnvHashMap<Box<str>, BySchema>>,
+}
+
+/// Source of [`FlowCache::id`].
+static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The pair this thread looked up last, with its cache's id: a request looks its pair up
+    /// three times (classification, then its seats taken and given back by the queue set), and
+    /// comparing two short names costs a fraction of hashing them twice under the lock.
+    static LAST_PAIR: RefCell<Option<(u64, Arc<FlowMetrics>)>> = const { RefCell::new(None) };
 }
 
 /// One level's pairs, by flow schema name.
@@ -59,6 +74,7 @@ impl FlowCache {
             no_accommodation: f.no_accommodation.clone(),
         };
         FlowCache {
+            id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
             families: Arc::new(families),
             pairs: RwLock::default(),
         }
@@ -231,6 +247,27 @@ impl Metrics {
     /// Callers on the request path look a pair up once and keep the handle; the `&str` methods
     /// (`inc_rejected`, `observe_wait`, ...) look it up on every call.
     pub fn flow(&self, priority_level: &str, flow_schema: &str) -> Arc<FlowMetrics> {
+        let cache = &self.flows;
+        let last = LAST_PAIR.with_borrow(|last| match last {
+            Some((id, flow))
+                if *id == cache.id
+                    && *flow.flow_schema == *flow_schema
+                    && *flow.priority_level == *priority_level =>
+            {
+                Some(Arc::clone(flow))
+            }
+            _ => None,
+        });
+        if let Some(flow) = last {
+            return flow;
+        }
+        let flow = self.flow_slow(priority_level, flow_schema);
+        LAST_PAIR.set(Some((cache.id, Arc::clone(&flow))));
+        flow
+    }
+
+    /// [`Metrics::flow`] through the map.
+    fn flow_slow(&self, priority_level: &str, flow_schema: &str) -> Arc<FlowMetrics> {
         let cache = &self.flows;
         {
             let pairs = cache.pairs.read();

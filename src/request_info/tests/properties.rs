@@ -209,3 +209,16 @@ proptest! {
         prop_assert_eq!(again, info);
     }
 }
+
+proptest! {
+    #[test]
+    fn segments_split_as_str_split_does(path in "[a-zé/]{0,24}") {
+        let trimmed = path.trim_matches('/');
+        let expected: Vec<&str> = if trimmed.is_empty() {
+            Vec::new()
+        } else {
+            trimmed.split('/').collect()
+        };
+        prop_assert_eq!(split_segments(trimmed).to_vec(), expected);
+    }
+}

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use super::arrival::{too_late_to_start, Arrival, Counted};
+use super::coalesce::Coalesced;
 use super::gated::Gated;
 use super::{ConnectionLimits, Negotiated, ServerStats};
 use crate::server::shutdown::ShutdownSignal;
@@ -91,7 +92,7 @@ pub(super) async fn serve(
     let http2 = session.alpn_protocol() == Some(b"h2");
     let builder = ctx.builders.for_alpn(session.alpn_protocol());
     let arrival = Arc::new(Arrival::default());
-    let tls = Counted::new(tls, Arc::clone(&arrival));
+    let tls = Coalesced::new(Counted::new(tls, Arc::clone(&arrival)), http2);
     let activity = Arc::new(Activity::new());
     let service = ConnectionService {
         handler: ctx.handler.clone(),
