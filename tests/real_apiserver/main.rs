@@ -102,9 +102,16 @@ impl Front {
 /// Applies `deploy/rbac.yaml` and writes a token of its ServiceAccount (the proxy's own identity)
 /// to `dir/proxy-token`; returns the file.
 pub async fn proxy_identity(api: &KubeApiserver, dir: &std::path::Path) -> PathBuf {
-    let rbac = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac.yaml"))
-        .expect("deploy/rbac.yaml");
-    api.admin_ok(&["apply", "-f", "-"], Some(&rbac)).await;
+    // Applied once per apiserver: tests run in parallel, and two `kubectl apply`s of objects
+    // that do not exist yet race to create them (the loser gets AlreadyExists).
+    static RBAC: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    RBAC.get_or_init(|| async {
+        let rbac =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac.yaml"))
+                .expect("deploy/rbac.yaml");
+        api.admin_ok(&["apply", "-f", "-"], Some(&rbac)).await;
+    })
+    .await;
     let token = api
         .service_account_token("kube-system", "kube-apf-proxy")
         .await;
