@@ -15,12 +15,13 @@
 //! - the core: `lint` (analysis, and described requests judged), `fairqueue` (queue sets, limits,
 //!   borrowing, work estimation, admission, shadows), `classify`;
 //! - the ground: `config`, `request_info`, `auth`, `server`, `upstream`;
-//! - leaves every room may use: `body`, `status`, `debug_dump`, `duration`, `shuffle_sharding`.
+//! - leaves every room may use: `body`, `causes`, `status`, `debug_dump`, `duration`, `shuffle_sharding`.
 
 pub mod admission;
 pub mod app;
 pub mod auth;
 pub mod body;
+pub mod causes;
 pub mod classify;
 pub mod cli;
 pub mod config;

@@ -260,7 +260,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", kube_apf_proxy::causes::render_anyhow(&err));
             ExitCode::from(2)
         }
     }

@@ -283,11 +283,11 @@ fn missing_directory_is_an_io_error() {
         "/nonexistent/kube-apf-proxy-config",
     ]);
     assert_eq!(r.code, Some(2));
-    assert!(
-        r.stderr
-            .contains("cannot read configuration directory /nonexistent/kube-apf-proxy-config"),
-        "{}",
-        r.stderr
+    assert_eq!(
+        r.stderr,
+        "error: --config-dir /nonexistent/kube-apf-proxy-config: cannot read the directory: \
+         No such file or directory (os error 2)\n",
+        "the flag named, the cause once"
     );
 }
 
