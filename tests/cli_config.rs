@@ -338,3 +338,24 @@ fn problems_are_listed_file_by_file() {
     let b = format!("{dir}/b.yaml");
     assert_eq!(files, [a.as_str(), &b]);
 }
+
+#[test]
+fn an_unknown_field_close_to_a_known_one_gets_a_did_you_mean() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("schema.yaml"),
+        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata:\n  name: typo\n\
+         spec:\n  matchingPrecendence: 500\n  priorityLevelConfiguration:\n    name: global-default\n",
+    )
+    .expect("write");
+    let dir = dir.path().to_str().expect("utf-8 path");
+    let r = run(&["check", "--config-dir", dir]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        format!(
+            "{dir}/schema.yaml: FlowSchema/typo: spec.matchingPrecendence: Unknown field: \
+             did you mean \"matchingPrecedence\"?\n"
+        )
+    );
+}
