@@ -146,3 +146,37 @@ fn write_pair(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, std::pa
     std::fs::write(&key, generated.key_pair.serialize_pem()).expect("write key");
     (cert, key)
 }
+
+#[test]
+fn missing_upstream_files_name_their_flag() {
+    let cases = [
+        (
+            vec![
+                "--upstream=https://127.0.0.1:1",
+                "--upstream-ca-file=/nope/ca.crt",
+            ],
+            "error: upstream: --upstream-ca-file /nope/ca.crt: cannot read: \
+             No such file or directory (os error 2)",
+        ),
+        (
+            vec![
+                "--upstream=http://127.0.0.1:1",
+                "--upstream-token-file=/nope/token",
+            ],
+            "error: upstream: --upstream-token-file /nope/token: cannot read: \
+             No such file or directory (os error 2)",
+        ),
+        (
+            vec!["--kubeconfig=/nope/kubeconfig"],
+            "error: upstream: --kubeconfig /nope/kubeconfig: cannot read: \
+             No such file or directory (os error 2)",
+        ),
+    ];
+    for (flags, want) in cases {
+        let mut args = vec!["serve", "--secure-port=0", "--admin-address=127.0.0.1:0"];
+        args.extend(flags);
+        let r = run(&args);
+        assert_eq!(r.code, Some(2), "{args:?}");
+        assert_eq!(error_line(&r), want, "{args:?}");
+    }
+}
