@@ -180,3 +180,30 @@ fn missing_upstream_files_name_their_flag() {
         assert_eq!(error_line(&r), want, "{args:?}");
     }
 }
+
+#[test]
+fn unreadable_inputs_of_the_cluster_free_commands_name_their_flag() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["simulate", "--trace", "/nope/audit.log"],
+            "error: --trace /nope/audit.log: cannot read: No such file or directory (os error 2)",
+        ),
+        (
+            &["classify", "--requests", "/nope/requests.jsonl"],
+            "error: --requests /nope/requests.jsonl: cannot read: No such file or directory (os error 2)",
+        ),
+        (
+            &["lint", "--config-dir", "/nope/dir"],
+            "error: --config-dir /nope/dir: cannot read the directory: No such file or directory (os error 2)",
+        ),
+        (
+            &["config", "dump", "--config-dir", "/nope/dir"],
+            "error: --config-dir /nope/dir: cannot read the directory: No such file or directory (os error 2)",
+        ),
+    ];
+    for (args, want) in cases {
+        let r = run(args);
+        assert_eq!(r.code, Some(2), "{args:?}");
+        assert_eq!(r.stderr, format!("{want}\n"), "{args:?}");
+    }
+}

@@ -1,5 +1,5 @@
-//! The README's examples, run: every `$ kube-apf-proxy ...` line of a `sh` or `console` block is
-//! run from the repository's root (where `examples/` holds the inputs), and what it prints must be
+//! The README's examples (and those of the `docs/` pages it links to), run: every
+//! `$ kube-apf-proxy ...` line of a `sh` or `console` block is run from the repository's root (where `examples/` holds the inputs), and what it prints must be
 //! what the README shows under it, so that the README cannot drift from the binary.
 //!
 //! Matching: whitespace is ignored (the README wraps long JSON lines and aligns tables), and `...`
@@ -17,6 +17,27 @@ fn root() -> &'static Path {
 
 fn readme() -> String {
     std::fs::read_to_string(root().join("README.md")).expect("README.md")
+}
+
+/// README.md and the `docs/*.md` pages, each with its path.
+fn documents() -> Vec<(String, String)> {
+    let mut out = vec![("README.md".to_owned(), readme())];
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .map(|dir| dir.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    pages.sort();
+    for page in pages
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+    {
+        let name = page
+            .strip_prefix(root())
+            .expect("under the root")
+            .display()
+            .to_string();
+        out.push((name, std::fs::read_to_string(&page).expect("a docs page")));
+    }
+    out
 }
 
 /// A fenced block: its language and its lines, with the line number of its opening fence.
@@ -123,14 +144,20 @@ fn binary_dir() -> PathBuf {
 
 #[test]
 fn every_readme_command_prints_what_the_readme_shows() {
-    let text = readme();
-    let examples = examples(&text);
+    let examples: Vec<(String, Example)> = documents()
+        .into_iter()
+        .flat_map(|(name, text)| {
+            examples(&text)
+                .into_iter()
+                .map(move |example| (name.clone(), example))
+        })
+        .collect();
     let path = format!(
         "{}:{}",
         binary_dir().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    for example in &examples {
+    for (doc, example) in &examples {
         let out = Command::new("sh")
             .arg("-c")
             .arg(&example.command)
@@ -144,14 +171,14 @@ fn every_readme_command_prints_what_the_readme_shows() {
         assert_eq!(
             out.status.code(),
             Some(example.exit),
-            "README.md:{}: `{}` exit code\n{stderr}",
+            "{doc}:{}: `{}` exit code\n{stderr}",
             example.line,
             example.command
         );
         let shown = example.output.join("\n");
         assert!(
             matches(&shown, &stdout),
-            "README.md:{}: `{}` printed\n{stdout}\nbut the README shows\n{shown}",
+            "{doc}:{}: `{}` printed\n{stdout}\nbut {doc} shows\n{shown}",
             example.line,
             example.command
         );
@@ -166,7 +193,7 @@ fn every_readme_command_prints_what_the_readme_shows() {
         "kube-apf-proxy simulate --trace examples/burst.jsonl --compare-config-dir examples/narrow/",
     ] {
         assert!(
-            examples.iter().any(|e| e.command.contains(wanted)),
+            examples.iter().any(|(_, e)| e.command.contains(wanted)),
             "an example with {wanted}: {examples:#?}"
         );
     }
@@ -174,11 +201,11 @@ fn every_readme_command_prints_what_the_readme_shows() {
 
 #[test]
 fn every_examples_path_the_readme_names_exists() {
-    let text = readme();
+    let text: String = documents().into_iter().map(|(_, text)| text).collect();
     let mut named = 0;
     for (at, _) in text.match_indices("examples/") {
         let before = text[..at].chars().next_back();
-        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '/' || c == '-') {
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
             continue;
         }
         let path: String = text[at..]
@@ -194,7 +221,7 @@ fn every_examples_path_the_readme_names_exists() {
 
 #[tokio::test]
 async fn the_webhook_example_answers_what_the_readme_shows() {
-    let text = readme();
+    let text: String = documents().into_iter().map(|(_, text)| text).collect();
     let curl = "curl -sk https://127.0.0.1:8444/validate -d @";
     let at = text.find(curl).expect("the webhook example's curl");
     let file: String = text[at + curl.len()..]

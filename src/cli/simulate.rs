@@ -66,7 +66,8 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     let input: Box<dyn BufRead> = if args.trace == "-" {
         Box::new(BufReader::new(io::stdin().lock()))
     } else {
-        let file = File::open(&args.trace).with_context(|| format!("open {}", args.trace))?;
+        let file = File::open(&args.trace)
+            .with_context(|| format!("--trace {}: cannot read", args.trace))?;
         Box::new(BufReader::with_capacity(1 << 16, file))
     };
     let trace_options = TraceOptions {
@@ -90,7 +91,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     );
     let mut reports = simulate(events, &configs, &options)?;
     if let Some(error) = errors.fatal.take() {
-        return Err(error).context(format!("read {}", args.trace));
+        return Err(error).context(format!("--trace {}: cannot read", args.trace));
     }
     let stats = reader.stats();
     if stats.requests == 0 && !errors.strict_stop {
@@ -476,7 +477,8 @@ fn secs(s: f64) -> String {
 /// Reads `--object-counts`: a YAML or JSON map from resource (`pods`, `deployments.apps`) to the
 /// number of stored objects, as the apiserver's `apiserver_storage_objects` gives them.
 pub fn read_object_counts(path: &Path) -> anyhow::Result<Vec<(String, u64)>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--object-counts {}: cannot read", path.display()))?;
     let counts: std::collections::BTreeMap<String, u64> = serde_yaml::from_str(&text)
         .with_context(|| {
             format!(
