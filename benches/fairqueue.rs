@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use kube_apf_proxy::fairqueue::admission::{AdmitRequest, LevelQueues};
+use kube_apf_proxy::fairqueue::level_queues::{AdmitRequest, LevelQueues};
 use kube_apf_proxy::fairqueue::queueset::{
     Arrival, EventKind, FlowMeta, QueueSet, QueueShape, QueuingConfig, Started,
 };

@@ -162,6 +162,39 @@ pub enum ReviewError {
     /// `request.uid` is empty.
     #[error("request.uid is required")]
     MissingUid,
+    /// More JSON values than [`MAX_REVIEW_VALUES`] (counted before parsing).
+    #[error("the AdmissionReview holds more than {MAX_REVIEW_VALUES} JSON values (objects, arrays and their members); refused before parsing")]
+    TooManyValues,
+}
+
+/// The most JSON values an AdmissionReview may hold, counted (`{`, `[` and `,` outside strings)
+/// before the body is parsed: each costs 100 bytes and more once parsed, and an 8 MiB body of
+/// `[0,0,...]` took 300 MB. A FlowSchema with its `managedFields` holds about a hundred; a
+/// ConfigMap's data are strings, one value each.
+pub const MAX_REVIEW_VALUES: usize = 32 * 1024;
+
+/// `{`, `[` and `,` of `body` outside JSON strings.
+fn json_values(body: &[u8]) -> usize {
+    let mut count = 0;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in body {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                (false, _) => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' | b',' => count += 1,
+            _ => {}
+        }
+    }
+    count
 }
 
 impl ReviewError {
@@ -173,6 +206,7 @@ impl ReviewError {
             ReviewError::WrongKind(_) => "wrong_kind",
             ReviewError::MissingRequest => "missing_request",
             ReviewError::MissingUid => "missing_uid",
+            ReviewError::TooManyValues => "too_many_values",
         }
     }
 }
@@ -184,6 +218,9 @@ fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Er
 
 /// Reads an `admission.k8s.io/v1` `AdmissionReview` request.
 pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
+    if json_values(body) > MAX_REVIEW_VALUES {
+        return Err(ReviewError::TooManyValues);
+    }
     let review: IncomingReview =
         serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(e.to_string()))?;
     if review.kind != "AdmissionReview" {

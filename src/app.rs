@@ -20,7 +20,7 @@ pub use admin_gate::AdminGuard;
 pub use admin_routes::{level_rows, queue_rows, request_rows, AdminPaths, DEBUG_PREFIX};
 pub use drain::DrainableBody;
 pub use readiness::{wait_for_upstream, Readiness, PROBE_INTERVAL};
-pub use reload::{dir_digest, files_digest, ReloadError, Reloader, POLL_INTERVAL};
+pub use reload::{ReloadError, Reloader};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,11 +37,11 @@ use crate::auth::{AuthConfig, Authenticator, RequestHeaderConfig, TokenReviewCon
 use crate::body::empty_body;
 use crate::config::Config;
 use crate::config_source::{ClusterSource, SourceMetrics};
-use crate::fairqueue::admission::AdmissionObserver;
 use crate::fairqueue::borrowing::{
     concurrency_denominator, BorrowingOutcome, BORROWING_ADJUSTMENT_PERIOD,
 };
 use crate::fairqueue::controller::FlowControl;
+use crate::fairqueue::level_queues::LevelObserver;
 use crate::fairqueue::shadow::{self, Shadow, ShadowMetrics};
 use crate::fairqueue::work_estimate::WorkEstimator;
 use crate::metrics::Metrics;
@@ -124,7 +124,7 @@ impl App {
         }
         let forwarder =
             Forwarder::new(upstream.clone(), ForwarderConfig::from_serve_options(&opts))?;
-        let observer: Arc<dyn AdmissionObserver> = metrics.clone();
+        let observer: Arc<dyn LevelObserver> = metrics.clone();
         let server_cl = opts.server_concurrency_limit();
         let (flow_control, problems) =
             FlowControl::with_observer(config, server_cl, Instant::now(), Some(observer))?;
@@ -147,7 +147,7 @@ impl App {
             Arc::clone(&flow_control),
             estimator.clone(),
             forwarder,
-            opts.request_timeout,
+            opts.limits.request_timeout,
         )
         .with_max_request_bytes(opts.max_request_bytes)
         .with_metrics(Arc::clone(&metrics))

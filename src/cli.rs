@@ -31,10 +31,7 @@ pub enum LoadFailure {
 /// Warnings are printed on standard error as `warning: ...`; an invalid configuration prints one
 /// line per problem on standard error.
 pub fn load_config(config_dir: Option<&Path>) -> Result<Config, LoadFailure> {
-    let Some(dir) = config_dir else {
-        return Ok(crate::config::bootstrap());
-    };
-    match crate::config::load_dir(dir) {
+    match crate::config::load(config_dir) {
         Ok(loaded) => {
             print_warnings(&loaded.warnings);
             Ok(loaded.config)

@@ -146,6 +146,15 @@ pub fn load_bootstrap() -> Result<Loaded, ConfigError> {
     }])
 }
 
+/// The one configuration-loading entry of the commands: `--config-dir`'s files, or the embedded
+/// default configuration without one.
+pub fn load(config_dir: Option<&Path>) -> Result<Loaded, ConfigError> {
+    match config_dir {
+        Some(dir) => load_dir(dir),
+        None => load_bootstrap(),
+    }
+}
+
 /// The embedded default configuration: Kubernetes' mandatory and suggested objects.
 ///
 /// Parsed once, at first use; a unit test proves that it loads without problems or warnings.
@@ -160,7 +169,7 @@ pub fn bootstrap() -> Config {
         .clone()
 }
 
-/// The counts `check` and the reload log report, in words that read one way:
+/// The counts `check` reports, in words that read one way:
 /// `8 priority levels, 11 FlowSchemas in use` and, when some are dangling,
 /// `, 2 more FlowSchemas skipped (dangling)`. The FlowSchemas in use include the implied
 /// mandatory ones; the skipped ones are not among them.

@@ -22,7 +22,8 @@ mod metrics;
 pub mod objects;
 pub mod watch_stream;
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, Request, StatusCode};
@@ -31,6 +32,7 @@ use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use k8s_openapi::List;
 use tokio::time::Instant;
 
+use crate::backoff::{jittered, Backoff};
 use crate::body::empty_body;
 use crate::server::ReadyFlag;
 use crate::upstream::Route;
@@ -132,7 +134,7 @@ impl ClusterSource {
     /// Lists both kinds until both lists succeed, applies them, then watches each kind forever
     /// (until the task is aborted).
     pub async fn run(self: Arc<Self>) {
-        let mut backoff = Backoff::default();
+        let mut backoff = Backoff::new(BACKOFF_INITIAL, BACKOFF_MAX);
         let (levels_rv, schemas_rv) = loop {
             let levels = self.list::<PriorityLevelConfiguration>().await;
             let schemas = match &levels {
@@ -143,7 +145,7 @@ impl ClusterSource {
                 (Ok(levels_rv), Ok(schemas_rv)) => break (levels_rv, schemas_rv),
                 (Err(error), _) | (_, Err(error)) => {
                     tracing::warn!(%error, "Listing the cluster's flow-control objects failed");
-                    tokio::time::sleep(backoff.next()).await;
+                    tokio::time::sleep(backoff.pause()).await;
                 }
             }
         };
@@ -156,12 +158,12 @@ impl ClusterSource {
 
     /// Watches `K` from `rv`, listing again on 410 and reconnecting with backoff on failure.
     async fn watch_loop<K: Kind>(self: Arc<Self>, mut rv: String) {
-        let mut backoff = Backoff::default();
+        let mut backoff = Backoff::new(BACKOFF_INITIAL, BACKOFF_MAX);
         loop {
             let started = Instant::now();
             let end = self.watch::<K>(&mut rv).await;
             if started.elapsed() >= HEALTHY_WATCH {
-                backoff = Backoff::default();
+                backoff = Backoff::new(BACKOFF_INITIAL, BACKOFF_MAX);
             }
             self.metrics.watch_restarted(K::URL_PATH_SEGMENT);
             match end {
@@ -180,12 +182,12 @@ impl ClusterSource {
                         }
                         Err(error) => {
                             tracing::warn!(%error, kind = K::KIND, "Listing failed");
-                            tokio::time::sleep(backoff.next()).await;
+                            tokio::time::sleep(backoff.pause()).await;
                         }
                     }
                 },
             }
-            tokio::time::sleep(backoff.next()).await;
+            tokio::time::sleep(backoff.pause()).await;
         }
     }
 
@@ -205,7 +207,7 @@ impl ClusterSource {
         let list: List<K> =
             serde_json::from_slice(&body).map_err(|e| SourceError::Decode(e.to_string()))?;
         let rv = list.metadata.resource_version.clone().unwrap_or_default();
-        lock(&self.objects).replace(list.items);
+        self.objects.lock().replace(list.items);
         self.metrics.listed(K::URL_PATH_SEGMENT);
         Ok(rv)
     }
@@ -239,7 +241,7 @@ impl ClusterSource {
                 Ok(None) => {
                     // A last event without its newline still counts.
                     if let Ok(Some(event)) = decoder.finish::<K>() {
-                        if lock(&self.objects).apply(event, rv) == Applied::Changed {
+                        if self.objects.lock().apply(event, rv) == Applied::Changed {
                             self.apply();
                         }
                     }
@@ -259,7 +261,7 @@ impl ClusterSource {
             };
             let mut changed = false;
             for event in events {
-                match lock(&self.objects).apply(event, rv) {
+                match self.objects.lock().apply(event, rv) {
                     Applied::Changed => changed = true,
                     Applied::Bookmark => {}
                     Applied::Expired => {
@@ -314,7 +316,7 @@ impl ClusterSource {
     /// Loads both kinds' objects as one configuration and applies it as a reload does.
     fn apply(&self) {
         let (loaded, counts) = {
-            let objects = lock(&self.objects);
+            let objects = self.objects.lock();
             (objects.load(), objects.counts())
         };
         self.metrics.objects(counts);
@@ -338,68 +340,16 @@ impl ClusterSource {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// A random duration in [MIN_WATCH_TIMEOUT, 2 × MIN_WATCH_TIMEOUT), whole seconds.
 fn watch_timeout() -> Duration {
-    let secs = MIN_WATCH_TIMEOUT.as_secs();
-    Duration::from_secs(secs + random_u64() % secs)
-}
-
-fn random_u64() -> u64 {
-    let mut bytes = [0u8; 8];
-    // The CSPRNG does not fail on supported platforms; zero jitter is harmless if it did.
-    let _ = rustls::crypto::ring::default_provider()
-        .secure_random
-        .fill(&mut bytes);
-    u64::from_le_bytes(bytes)
-}
-
-/// Exponential backoff with jitter: each pause is the current step plus up to one step more.
-#[derive(Debug, Clone)]
-struct Backoff {
-    step: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff {
-            step: BACKOFF_INITIAL,
-        }
-    }
-}
-
-impl Backoff {
-    fn next(&mut self) -> Duration {
-        let step = self.step;
-        self.step = (step * 2).min(BACKOFF_MAX);
-        let jitter_ms = random_u64() % (step.as_millis() as u64).max(1);
-        step + Duration::from_millis(jitter_ms)
-    }
+    // Whole seconds, as the reflector asks (`timeoutSeconds`); under 2 × MIN.
+    let secs = jittered(MIN_WATCH_TIMEOUT, 1.0).as_secs();
+    Duration::from_secs(secs.min(MIN_WATCH_TIMEOUT.as_secs() * 2 - 1))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_doubles_to_the_cap_with_at_most_one_step_of_jitter() {
-        let mut backoff = Backoff::default();
-        let mut step = BACKOFF_INITIAL;
-        for _ in 0..10 {
-            let pause = backoff.next();
-            assert!(
-                pause >= step && pause < step * 2,
-                "{pause:?} for step {step:?}"
-            );
-            step = (step * 2).min(BACKOFF_MAX);
-        }
-        assert_eq!(backoff.step, BACKOFF_MAX);
-    }
 
     #[test]
     fn watch_timeouts_are_spread_over_five_to_ten_minutes() {

@@ -2,14 +2,14 @@
 //!
 //! Mirrors `k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing` and the limit computations of
 //! `apf_controller.go`. The queue set and the allocations are sans-I/O (time is passed in); the
-//! async admission wraps them for tokio. [`flow_request`] is the one path from a request's
+//! async [`level_queues`] wrap them for tokio (a request waits there for its seats). [`flow_request`] is the one path from a request's
 //! attributes to an admission, [`timeout`] the one computation of its deadlines; the pipeline,
 //! `simulate` and the [`shadow`] configurations all go through them.
 
-pub mod admission;
 pub mod borrowing;
 pub mod controller;
 pub mod flow_request;
+pub mod level_queues;
 pub mod limits;
 pub mod queueset;
 pub mod retry_after;

@@ -15,11 +15,13 @@
 //! - the core: `lint` (analysis, and described requests judged), `fairqueue` (queue sets, limits,
 //!   borrowing, work estimation, admission, shadows), `classify`;
 //! - the ground: `config`, `request_info`, `auth`, `server`, `upstream`;
-//! - leaves every room may use: `body`, `causes`, `status`, `debug_dump`, `duration`, `shuffle_sharding`.
+//! - leaves every room may use: `backoff`, `body`, `causes`, `status`, `debug_dump`, `duration`,
+//!   `file_watch`, `shuffle_sharding`.
 
 pub mod admission;
 pub mod app;
 pub mod auth;
+pub mod backoff;
 pub mod body;
 pub mod causes;
 pub mod classify;
@@ -29,6 +31,7 @@ pub mod config_source;
 pub mod debug_dump;
 pub mod duration;
 pub mod fairqueue;
+pub mod file_watch;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod lint;

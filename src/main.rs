@@ -89,11 +89,12 @@ enum Command {
     /// ConfigMap; errors deny (422 Invalid), lint findings warn. Also `/healthz`, `/readyz`,
     /// `/metrics`.
     Webhook(Box<kube_apf_proxy::admission::WebhookOptions>),
-    /// Replay a recorded workload through flow control in virtual time; no cluster needed.
+    /// Replay a recorded workload, or run synthetic clients, through flow control in virtual
+    /// time; no cluster needed.
     ///
-    /// The workload: Kubernetes audit events, the proxy's JSON access log, or trace lines. The
-    /// report says per priority level and FlowSchema what would have been dispatched, queued and
-    /// rejected.
+    /// The workload: Kubernetes audit events, the proxy's JSON access log, or trace lines; or
+    /// closed-loop clients (--workload). The report says per priority level, FlowSchema (and
+    /// client) what would have been dispatched, queued and rejected.
     Simulate(Box<SimulateArgs>),
     /// Configuration commands.
     Config {
@@ -156,15 +157,9 @@ struct LintArgs {
     /// The configuration directory; the embedded default configuration without it.
     #[arg(long)]
     config_dir: Option<PathBuf>,
-    /// The server's `--max-requests-inflight`: the level checks run at this server limit.
-    #[arg(long, default_value_t = 400)]
-    max_requests_inflight: u32,
-    /// The server's `--max-mutating-requests-inflight`.
-    #[arg(long, default_value_t = 200)]
-    max_mutating_requests_inflight: u32,
-    /// The server's `--request-timeout`: requests wait in queues for a quarter of it at most.
-    #[arg(long, default_value = "60s", value_parser = kube_apf_proxy::server::parse_duration)]
-    request_timeout: std::time::Duration,
+    /// The server's limits: the checks run at them.
+    #[command(flatten)]
+    limits: kube_apf_proxy::server::ServerLimits,
     /// How long a request is assumed to hold its seat, for the queue drain check.
     #[arg(long, default_value = "100ms", value_parser = kube_apf_proxy::server::parse_duration)]
     assumed_request_duration: std::time::Duration,
@@ -184,36 +179,39 @@ struct SimulateArgs {
     /// The recorded workload (`-` for standard input): audit.k8s.io/v1 Event lines as
     /// kube-apiserver writes them with --audit-log-path, the proxy's JSON access log, or trace
     /// lines (`classify --requests` lines plus `at` seconds and `durationMs`).
+    #[arg(
+        long,
+        required_unless_present = "workload",
+        conflicts_with = "workload"
+    )]
+    trace: Option<String>,
+    /// A synthetic workload instead of a recording: a YAML file of closed-loop clients
+    /// (`duration`, `clients: [{name, user, groups, method, url, threads, calls, execution,
+    /// think, start, seats, finalSeats, finalDuration}]`).
     #[arg(long)]
-    trace: String,
+    workload: Option<PathBuf>,
     /// A second configuration directory replayed over the same trace, side by side.
     #[arg(long)]
     compare_config_dir: Option<PathBuf>,
-    /// The server's `--max-requests-inflight`.
-    #[arg(long, default_value_t = 400)]
-    max_requests_inflight: u32,
-    /// The server's `--max-mutating-requests-inflight`.
-    #[arg(long, default_value_t = 200)]
-    max_mutating_requests_inflight: u32,
-    /// The server's `--request-timeout`: requests wait in queues for a quarter of it at most.
-    #[arg(long, default_value = "60s", value_parser = kube_apf_proxy::server::parse_duration)]
-    request_timeout: std::time::Duration,
+    /// The server's limits: the checks run at them.
+    #[command(flatten)]
+    limits: kube_apf_proxy::server::ServerLimits,
     /// A YAML or JSON map from resource (`pods`, `deployments.apps`) to stored object count,
     /// for the cost of lists; without it every list costs what an unknown resource costs.
     #[arg(long)]
     object_counts: Option<PathBuf>,
     /// Replay only requests that arrived at least this long after the trace's first one.
-    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration)]
+    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration, conflicts_with = "workload")]
     from: Option<std::time::Duration>,
     /// ... and at most this long after it.
-    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration)]
+    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration, conflicts_with = "workload")]
     until: Option<std::time::Duration>,
     /// How far out of arrival order trace lines may be (logs are written at completion);
     /// default: the request timeout plus 5 s.
-    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration)]
+    #[arg(long, value_parser = kube_apf_proxy::server::parse_duration, conflicts_with = "workload")]
     reorder_window: Option<std::time::Duration>,
     /// Stop (exit 1) at the first malformed line instead of reporting and skipping it.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "workload")]
     strict: bool,
     /// `text` (tables) or `json` (one object; `{"baseline":..,"candidate":..}` when comparing).
     #[arg(long, value_enum, default_value = "text")]
@@ -231,13 +229,15 @@ impl SimulateArgs {
         };
         Ok(cli::simulate::SimulateArgs {
             config_dir: self.config_dir,
-            trace: self.trace,
+            input: match (self.workload, self.trace) {
+                (Some(file), _) => cli::simulate::SimInput::Workload(file),
+                (None, Some(trace)) => cli::simulate::SimInput::Trace(trace),
+                (None, None) => anyhow::bail!("simulate: give --trace or --workload"),
+            },
             compare_config_dir: self.compare_config_dir,
             options: kube_apf_proxy::simulate::SimOptions {
-                server_concurrency_limit: self
-                    .max_requests_inflight
-                    .saturating_add(self.max_mutating_requests_inflight),
-                request_timeout: self.request_timeout,
+                server_concurrency_limit: self.limits.server_concurrency_limit(),
+                request_timeout: self.limits.request_timeout,
                 object_counts,
                 timeline_interval: None,
             },
@@ -254,9 +254,9 @@ impl SimulateArgs {
 impl LintArgs {
     fn options(&self) -> kube_apf_proxy::lint::LintOptions {
         kube_apf_proxy::lint::LintOptions {
-            max_requests_inflight: self.max_requests_inflight,
-            max_mutating_requests_inflight: self.max_mutating_requests_inflight,
-            request_timeout: self.request_timeout,
+            max_requests_inflight: self.limits.max_requests_inflight,
+            max_mutating_requests_inflight: self.limits.max_mutating_requests_inflight,
+            request_timeout: self.limits.request_timeout,
             request_duration: self.assumed_request_duration,
             elephant_flows: self.elephant_flows,
             ..Default::default()

@@ -19,7 +19,8 @@ mod observer;
 mod proxy;
 pub mod timing_ratio;
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 use prometheus::core::Collector;
 use prometheus::{Encoder, Registry, TextEncoder};
@@ -95,14 +96,14 @@ impl Metrics {
     /// the apiserver sets on every change of its queue set, is read off the level instead of
     /// being reported twice per request). The hook must not call `on_scrape` or `encode`.
     pub fn on_scrape(&self, hook: impl Fn(&Metrics) + Send + Sync + 'static) {
-        let mut hooks = self.scrape_hooks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut hooks = self.scrape_hooks.lock();
         hooks.push(Box::new(hook));
     }
 
     /// The text exposition with the timing-ratio histograms accounted up to `now`.
     pub fn encode_at(&self, now: Instant) -> String {
         {
-            let hooks = self.scrape_hooks.lock().unwrap_or_else(|e| e.into_inner());
+            let hooks = self.scrape_hooks.lock();
             for hook in hooks.iter() {
                 hook(self);
             }

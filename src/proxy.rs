@@ -24,9 +24,9 @@ mod upgrade;
 pub use crate::body::{empty_body, full_body, BoxError, ProxyBody};
 pub use error::{error_response, status_body, ProxyError, Status, StatusCause, StatusDetails};
 pub use forward::{ForwardRequest, Forwarder, ForwarderConfig, ForwarderConfigError};
-pub use headers::{
-    escape_extra_key, prepare_request_headers, ForgeableHeaders, IdentityForwarding,
+pub use headers::{prepare_request_headers, ForgeableHeaders};
+pub use identity::{
+    escape_extra_key, ForwardableIdentity, IdentityForwarding, IdentityRefused, RefusalReason,
 };
-pub use identity::{ForwardableIdentity, IdentityRefused, RefusalReason};
 pub use pipeline::{Proxy, WatchStream, FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER};
 pub use token_review::TOKEN_REVIEW_PATH;

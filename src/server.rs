@@ -29,7 +29,7 @@ pub use listener::{ConnectionLimits, Negotiated, SecureServer, ServerStats};
 pub use logging::{init_logging, verbosity_filter, LoggingError};
 pub use options::{
     parse_upstream_url, ConfigSource, FlowControlMode, IdentityForwarding, LogFormat, ServeOptions,
-    UpstreamUrlError,
+    ServerLimits, UpstreamUrlError,
 };
 pub use shutdown::{shutdown_channel, ShutdownSignal, ShutdownTrigger};
 pub use tls::{

@@ -1,13 +1,18 @@
-//! `simulate`: replay a recorded workload through flow control in virtual time.
+//! `simulate`: replay a recorded workload, or run a synthetic one, through flow control in
+//! virtual time.
 //!
-//! [`trace`] reads the workload (audit events, the proxy's access log, trace lines), [`engine`]
-//! drives it through the classifier, the work estimator and the queue sets that enforce — on a
-//! paused tokio clock — and [`record`] counts what happened.
+//! [`trace`] reads a recorded workload (audit events, the proxy's access log, trace lines),
+//! [`engine`] drives it through the classifier, the work estimator and the queue sets that
+//! enforce — on a paused tokio clock — and [`record`] counts what happened. [`workload`] reads
+//! synthetic closed-loop clients, which [`closed_loop`] runs over the same engine.
 
+pub mod closed_loop;
 pub mod engine;
 pub mod html;
 pub mod record;
 pub mod trace;
+pub mod workload;
 
+pub use closed_loop::simulate_workload;
 pub use engine::{simulate, SimError, SimOptions};
 pub use record::SimReport;

@@ -39,8 +39,7 @@ async fn start() -> Running {
         tls_private_key_file: Some(key),
         config_dir: Some(config),
         configmap_label: ("kube-apf-proxy.io/flowcontrol-config".into(), "true".into()),
-        max_requests_inflight: 400,
-        max_mutating_requests_inflight: 200,
+        limits: Default::default(),
         log_format: kube_apf_proxy::server::LogFormat::Text,
         verbosity: 0,
     };

@@ -183,6 +183,16 @@ fn the_html_report_is_written_and_renders() {
     assert_eq!(code, Some(0), "{err}");
     let html = std::fs::read_to_string(&report).expect("the report");
     assert!(html.contains("<svg"), "charts");
+    // An audit log is stamped by the wall clock: the page reads UTC.
+    assert!(html.contains(" UTC"), "wall-clock time");
+    assert!(html.contains("time (UTC), from "), "the time axis");
+    assert!(html.contains("<h2>Summary</h2>"));
+    render(&report, &html, dir.path());
+}
+
+/// Renders the page in a real headless browser, when one is installed: the browser parses it
+/// and its inline SVG, and takes a screenshot (kept at `$SIMULATE_SCREENSHOT_DIR` if set).
+fn render(report: &Path, html: &str, dir: &Path) {
     let Some(browser) = ["chromium-headless-shell", "chromium", "google-chrome"]
         .into_iter()
         .find(|b| {
@@ -192,7 +202,7 @@ fn the_html_report_is_written_and_renders() {
                 .is_ok_and(|o| o.status.success())
         })
     else {
-        eprintln!("no headless browser installed (scripts/setup.sh installs one): not rendered");
+        eprintln!("no headless browser installed (scripts/install-test-deps.sh installs one): not rendered");
         return;
     };
     let dom = Command::new(browser)
@@ -204,13 +214,21 @@ fn the_html_report_is_written_and_renders() {
     // The browser parsed the page and its inline SVG: the charts are in its DOM.
     assert!(dom.contains("What flow control would have done"), "{dom}");
     assert_eq!(dom.matches("<svg").count(), html.matches("<svg").count());
-    let screenshot = dir.path().join("report.png");
+    let name = report
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("report");
+    let screenshot = match std::env::var_os("SIMULATE_SCREENSHOT_DIR") {
+        Some(keep) => PathBuf::from(keep).join(format!("{name}.png")),
+        None => dir.join(format!("{name}.png")),
+    };
     let shot = Command::new(browser)
         .args([
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
-            "--window-size=1280,1600",
+            "--hide-scrollbars",
+            "--window-size=1280,2400",
         ])
         .arg(format!("--screenshot={}", screenshot.display()))
         .arg(format!("file://{}", report.display()))
@@ -274,6 +292,77 @@ fn a_trace_with_no_usable_line_is_an_error_that_says_what_was_expected() {
     }
 }
 
+/// Two closed-loop clients: a heavy one and a light one, as a capacity-planning question.
+const WORKLOAD: &str = "duration: 30s
+clients:
+- name: heavy
+  user: alice
+  groups: [dev]
+  threads: 8
+  execution: 1s
+  think: 500ms
+- name: light
+  user: bob
+  url: /api/v1/namespaces/default/pods/p
+  execution: 100ms
+  think: 1s
+";
+
+#[test]
+fn a_workload_gives_per_client_results_in_text_and_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workload = dir.path().join("workload.yaml");
+    std::fs::write(&workload, WORKLOAD).expect("write");
+    let workload = workload.display().to_string();
+    let (code, out, err) = run(&["simulate", "--workload", &workload], None);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("CLIENT"), "{out}");
+    let heavy = out
+        .lines()
+        .find(|l| l.starts_with("heavy "))
+        .unwrap_or_else(|| panic!("{out}"));
+    // 8 threads, each 1 s of every 1.5 s: 5.33 seats on average, nothing in the way.
+    assert!(heavy.contains(" 5.333 "), "{heavy}");
+    assert!(
+        out.contains("note: calls and replies happen at their exact instants"),
+        "{out}"
+    );
+    let (_keep, narrow) = config_dir(ONE_SEAT);
+    let narrow = narrow.display().to_string();
+    let args = [
+        "simulate",
+        "--workload",
+        &workload,
+        "--compare-config-dir",
+        &narrow,
+        "--output",
+        "json",
+    ];
+    let (code, out, err) = run(&args, None);
+    assert_eq!(code, Some(0), "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
+    let client = |run: &str, i: usize| report[run]["clients"][i].clone();
+    assert_eq!(client("baseline", 0)["name"], "heavy");
+    assert_eq!(client("baseline", 0)["rejected"], 0);
+    assert_eq!(client("candidate", 0)["priorityLevel"], "narrow");
+    assert_eq!(client("candidate", 0)["flowSchema"], "everyone");
+    // One seat for everyone and no queue: most calls are refused.
+    let rejected = client("candidate", 0)["rejected"]
+        .as_u64()
+        .expect("rejected");
+    assert!(rejected > 0, "{out}");
+    let seats = client("candidate", 0)["averageSeats"]
+        .as_f64()
+        .expect("seats")
+        + client("candidate", 1)["averageSeats"]
+            .as_f64()
+            .expect("seats");
+    assert!(seats <= 1.0 + 1e-9, "one seat in all: {seats}");
+    for key in ["calls", "dispatched", "waitSeconds"] {
+        assert!(client("candidate", 1).get(key).is_some(), "{key}: {out}");
+    }
+}
+
 #[test]
 fn the_html_report_says_why_lines_were_skipped() {
     let log = std::fs::read_to_string(audit_log()).expect("fixture");
@@ -289,4 +378,57 @@ fn the_html_report_says_why_lines_were_skipped() {
         html.contains("<li>1 line(s), such as line 1: not a JSON object"),
         "{html}"
     );
+}
+
+#[test]
+fn a_workload_file_with_mistakes_is_refused_with_its_field_paths() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workload = dir.path().join("bad.yaml");
+    std::fs::write(
+        &workload,
+        "duration: 1m\nclients:\n- {name: a, user: alice, execution: 1x, threads: 0}\n",
+    )
+    .expect("write");
+    let workload = workload.display().to_string();
+    let (code, out, err) = run(&["simulate", "--workload", &workload], None);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        err.contains(&format!("{workload}: clients[0].execution:")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "{workload}: clients[0].threads: must be at least 1"
+        )),
+        "{err}"
+    );
+    let (code, _, err) = run(&["simulate", "--workload", &workload, "--trace", "-"], None);
+    assert_eq!(code, Some(2), "{err}");
+}
+
+#[test]
+fn a_workload_comparison_report_reads_in_seconds_and_renders() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workload = dir.path().join("workload.yaml");
+    std::fs::write(&workload, WORKLOAD).expect("write");
+    let (_keep, narrow) = config_dir(ONE_SEAT);
+    let report = dir.path().join("workload-comparison.html");
+    let args = [
+        "simulate".to_string(),
+        "--workload".to_string(),
+        workload.display().to_string(),
+        "--compare-config-dir".to_string(),
+        narrow.display().to_string(),
+        "--report".to_string(),
+        report.display().to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, _, err) = run(&args, None);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(&report).expect("the report");
+    assert!(html.contains("seconds since the start"));
+    assert!(html.contains("What the candidate changes"));
+    assert!(html.contains("<td>heavy</td>"));
+    assert!(html.contains("stroke-dasharray"), "the candidate is dashed");
+    render(&report, &html, dir.path());
 }

@@ -243,8 +243,7 @@ async fn the_webhook_example_answers_what_the_readme_shows() {
             tls_private_key_file: None,
             config_dir: None,
             configmap_label: ("kube-apf-proxy.io/flowcontrol-config".into(), "true".into()),
-            max_requests_inflight: 400,
-            max_mutating_requests_inflight: 200,
+            limits: Default::default(),
             log_format: kube_apf_proxy::server::LogFormat::Text,
             verbosity: 0,
         })

@@ -2,9 +2,10 @@
 //! own TLS listener ([`SecureServer`]), with the certificate and the reference configuration
 //! reloaded when their files change.
 
+use parking_lot::RwLock;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,7 +13,6 @@ use http::header::{CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
-use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use super::metrics::{AdmissionMetrics, ReviewResult};
@@ -20,6 +20,7 @@ use super::{parse_review, ReviewResponse, Reviewer};
 use crate::body::{full_body, BoxError, ProxyBody};
 use crate::config::load::{read_dir, SourceFile};
 use crate::config::parse::Format;
+use crate::file_watch::{dir_digest, files_digest, poll_ticks};
 use crate::lint::LintOptions;
 use crate::server::tls::TlsMinVersion;
 use crate::server::{
@@ -41,9 +42,6 @@ pub const MAX_CONCURRENT_REVIEWS: usize = 2;
 /// default is 10 s), after which the apiserver has stopped waiting (its `failurePolicy` decides)
 /// and an answer would be wasted work.
 pub const REVIEW_DEADLINE: Duration = Duration::from_secs(5);
-
-/// How often the certificate and configuration files are checked for changes.
-const POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 /// `kube-apf-proxy webhook` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -69,12 +67,9 @@ pub struct WebhookOptions {
     /// ConfigMap is validated whole, as the proxy would load it.
     #[arg(long, default_value = "kube-apf-proxy.io/flowcontrol-config=true", value_parser = parse_label)]
     pub configmap_label: (String, String),
-    /// The proxy's `--max-requests-inflight`, for the level findings.
-    #[arg(long, default_value_t = 400)]
-    pub max_requests_inflight: u32,
-    /// The proxy's `--max-mutating-requests-inflight`, for the level findings.
-    #[arg(long, default_value_t = 200)]
-    pub max_mutating_requests_inflight: u32,
+    /// The proxy's limits, for the level findings.
+    #[command(flatten)]
+    pub limits: crate::server::ServerLimits,
     /// `text` or `json` logs.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: crate::server::LogFormat,
@@ -93,8 +88,9 @@ fn parse_label(value: &str) -> Result<(String, String), String> {
 impl WebhookOptions {
     fn lint_options(&self) -> LintOptions {
         LintOptions {
-            max_requests_inflight: self.max_requests_inflight,
-            max_mutating_requests_inflight: self.max_mutating_requests_inflight,
+            max_requests_inflight: self.limits.max_requests_inflight,
+            max_mutating_requests_inflight: self.limits.max_mutating_requests_inflight,
+            request_timeout: self.limits.request_timeout,
             ..LintOptions::default()
         }
     }
@@ -153,19 +149,11 @@ impl WebhookState {
     }
 
     fn reviewer(&self) -> Arc<Reviewer> {
-        Arc::clone(
-            &self
-                .reviewer
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        Arc::clone(&self.reviewer.read())
     }
 
     fn replace(&self, reviewer: Reviewer) {
-        *self
-            .reviewer
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(reviewer);
+        *self.reviewer.write() = Arc::new(reviewer);
     }
 
     /// The metrics.
@@ -444,18 +432,6 @@ impl Webhook {
     }
 }
 
-fn digest(files: &[PathBuf], sources: &[SourceFile]) -> [u8; 32] {
-    let mut hasher = Sha256::new();
-    for path in files {
-        hasher.update(std::fs::read(path).unwrap_or_default());
-    }
-    for s in sources {
-        hasher.update(s.name.as_bytes());
-        hasher.update(&s.bytes);
-    }
-    hasher.finalize().into()
-}
-
 /// Polls the certificate and configuration files; a changed, valid configuration replaces the
 /// reviewer (an invalid one is logged and counted, and the last good one stays).
 async fn watch(options: WebhookOptions, tls: ServerTls, state: Arc<WebhookState>) {
@@ -465,12 +441,12 @@ async fn watch(options: WebhookOptions, tls: ServerTls, state: Arc<WebhookState>
         .chain(&options.tls_private_key_file)
         .cloned()
         .collect();
-    let mut cert_digest = digest(&cert_files, &[]);
-    let mut config_digest = digest(&[], &options.base_files().unwrap_or_default());
-    let mut ticks = tokio::time::interval(POLL_INTERVAL);
+    let mut cert_digest = files_digest(&cert_files);
+    let mut config_digest = options.config_dir.as_deref().map(dir_digest);
+    let mut ticks = poll_ticks();
     loop {
         ticks.tick().await;
-        let now = digest(&cert_files, &[]);
+        let now = files_digest(&cert_files);
         if now != cert_digest {
             cert_digest = now;
             if let Err(error) = tls.reload() {
@@ -480,12 +456,12 @@ async fn watch(options: WebhookOptions, tls: ServerTls, state: Arc<WebhookState>
         let Some(dir) = &options.config_dir else {
             continue;
         };
-        let Ok(files) = read_dir(dir) else { continue };
-        let now = digest(&[], &files);
+        let now = Some(dir_digest(dir));
         if now == config_digest {
             continue;
         }
         config_digest = now;
+        let Ok(files) = read_dir(dir) else { continue };
         match Reviewer::new(
             files,
             options.lint_options(),

@@ -235,7 +235,8 @@ impl Reviewer {
 pub const MAX_CONFIGMAP_BYTES: usize = 1 << 20;
 
 /// A problem when the ConfigMap's configuration keys together exceed [`MAX_CONFIGMAP_BYTES`] or
-/// the parser's token budget (each file is bounded by `parse_file` too; this bounds their sum).
+/// the parser's token budget ([`prescan::MAX_TOKENS`], over all the keys), or one nests too
+/// deep: checked before any of them is parsed.
 fn over_budget(files: &[SourceFile]) -> Option<Problem> {
     let bytes: usize = files.iter().map(|f| f.bytes.len()).sum();
     if bytes > MAX_CONFIGMAP_BYTES {

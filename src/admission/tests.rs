@@ -410,3 +410,18 @@ fn an_edit_the_apiservers_ensurer_would_undo_is_warned_about() {
         }
     }
 }
+
+#[test]
+fn a_review_with_too_many_json_values_is_refused_before_parsing() {
+    let values = "0,".repeat(MAX_REVIEW_VALUES);
+    let body = format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","object":{{"x":[{values}0]}}}}}}"#
+    );
+    assert_eq!(
+        parse_review(body.as_bytes()).err(),
+        Some(ReviewError::TooManyValues)
+    );
+    // Commas, brackets and escaped quotes inside strings are not values.
+    let inside = format!(r#"{{"data":"\"{}"}}"#, ",[{".repeat(MAX_REVIEW_VALUES));
+    assert_eq!(json_values(inside.as_bytes()), 1);
+}

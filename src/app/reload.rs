@@ -1,5 +1,5 @@
 //! Hot reload: the flow-control configuration directory, the serving certificate and the client
-//! CAs, polled for changes every [`POLL_INTERVAL`] and re-read on SIGHUP.
+//! CAs, polled for changes ([`crate::file_watch`]) and re-read on SIGHUP.
 //!
 //! Polling content digests instead of using inotify (the `notify` crate) because the files are
 //! few and small, it works the same on every file system (Kubernetes ConfigMap and Secret volumes
@@ -11,22 +11,19 @@
 //! handshake's verifier take the new bundle together; an unusable file is refused, logged and
 //! counted, and its last good bundle stays.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use crate::auth::Authenticator;
 use crate::config::{self, ConfigError};
 use crate::fairqueue::controller::FlowControl;
 use crate::fairqueue::shadow::Shadow;
+use crate::file_watch::{dir_digest, files_digest, poll_ticks};
 use crate::metrics::{CertificateKind, Metrics};
 use crate::server::ServerTls;
-
-/// How often the watched files are checked.
-pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Why a configuration reload was refused.
 #[derive(Debug, thiserror::Error)]
@@ -202,8 +199,7 @@ impl Reloader {
         [mut cert_stamp, mut ca_stamp]: [[u8; 32]; 2],
         mut hangups: Hangups,
     ) {
-        let mut ticks = tokio::time::interval(POLL_INTERVAL);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ticks = poll_ticks();
         loop {
             let forced = tokio::select! {
                 _ = ticks.tick() => false,
@@ -235,44 +231,6 @@ impl Reloader {
                 self.reload_client_cas();
             }
         }
-    }
-}
-
-/// A digest of the names and contents of a directory's visible files (symlinks followed), so any
-/// change, however quick, is seen. Unreadable entries count as their error.
-pub fn dir_digest(dir: &Path) -> [u8; 32] {
-    let mut hasher = Sha256::new();
-    let mut names: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-        Err(error) => {
-            hasher.update(error.to_string());
-            return hasher.finalize().into();
-        }
-    };
-    names.sort();
-    for path in names {
-        let hidden = path
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
-        if !hidden && path.is_file() {
-            hash_file(&mut hasher, &path);
-        }
-    }
-    hasher.finalize().into()
-}
-
-/// A digest of the names and contents of `files`.
-pub fn files_digest(files: &[PathBuf]) -> [u8; 32] {
-    let mut hasher = Sha256::new();
-    files.iter().for_each(|f| hash_file(&mut hasher, f));
-    hasher.finalize().into()
-}
-
-fn hash_file(hasher: &mut Sha256, path: &Path) {
-    hasher.update(path.as_os_str().as_encoded_bytes());
-    match std::fs::read(path) {
-        Ok(bytes) => hasher.update(&bytes),
-        Err(error) => hasher.update(error.to_string()),
     }
 }
 

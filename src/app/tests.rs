@@ -49,35 +49,6 @@ async fn a_drainable_body_waits_while_not_drained() {
     assert!(waited.is_err(), "an idle watch stays open");
 }
 
-#[test]
-fn dir_digest_sees_content_and_names_but_not_hidden_entries() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path();
-    std::fs::write(path.join("a.yaml"), "one").expect("write");
-    let first = dir_digest(path);
-    assert_eq!(dir_digest(path), first, "stable");
-    std::fs::write(path.join("..data"), "hidden").expect("write");
-    assert_eq!(dir_digest(path), first, "hidden entries do not count");
-    std::fs::write(path.join("a.yaml"), "two").expect("write");
-    let second = dir_digest(path);
-    assert_ne!(second, first, "same length, other content");
-    std::fs::rename(path.join("a.yaml"), path.join("b.yaml")).expect("rename");
-    assert_ne!(dir_digest(path), second, "renamed");
-    assert_ne!(dir_digest(&path.join("missing")), second);
-}
-
-#[test]
-fn files_digest_changes_with_any_file() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    std::fs::write(&cert, "cert").expect("write");
-    std::fs::write(&key, "key").expect("write");
-    let files = [cert.clone(), key.clone()];
-    let before = files_digest(&files);
-    std::fs::write(&key, "key2").expect("write");
-    assert_ne!(files_digest(&files), before);
-}
-
 #[tokio::test(start_paused = true)]
 async fn admin_paths_dump_every_level_and_refuse_unknown_paths() {
     let config = crate::config::bootstrap();

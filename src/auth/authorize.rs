@@ -17,8 +17,9 @@
 //! - The cache key is a keyed hash (HMAC-SHA256) of the whole review; the cache is bounded
 //!   (the TokenReview cache's expiring cache), where the apiserver's is not.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -29,7 +30,7 @@ use k8s_openapi::api::authorization::v1::{
 };
 use tokio::time::Instant;
 
-use super::cached::{lock, InFlightEntry};
+use super::cached::InFlightEntry;
 use super::keyhash::{CacheKey, KeyHasher};
 use super::token_cache::ExpiringCache;
 use super::{Identity, TransportError};
@@ -171,7 +172,7 @@ impl Authorizer {
     ) -> Result<Authorization, AuthorizeError> {
         let body = review_body(identity, verb, path);
         let key = self.inner.hasher.key_bytes(&body);
-        if let Some(decision) = lock(&self.inner.cache).get(&key, Instant::now()) {
+        if let Some(decision) = self.inner.cache.lock().get(&key, Instant::now()) {
             return Ok(Authorization {
                 decision,
                 cached: true,
@@ -185,7 +186,7 @@ impl Authorizer {
     }
 
     fn join_or_start(&self, key: CacheKey, body: Bytes) -> Result<Lookup, AuthorizeError> {
-        let mut in_flight = lock(&self.inner.in_flight);
+        let mut in_flight = self.inner.in_flight.lock();
         if let Some(lookup) = in_flight.get(&key) {
             return Ok(lookup.clone());
         }
@@ -220,7 +221,9 @@ impl Inner {
                 Decision::Denied { .. } => self.cfg.denied_ttl,
             };
             if !ttl.is_zero() {
-                lock(&self.cache).insert(key, decision.clone(), ttl, Instant::now());
+                self.cache
+                    .lock()
+                    .insert(key, decision.clone(), ttl, Instant::now());
             }
         }
         outcome

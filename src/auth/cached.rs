@@ -10,9 +10,10 @@
 //!   others. Differs: at most `max_in_flight` distinct reviews run at once, and the cache is
 //!   bounded ([`super::token_cache`]).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt, Shared};
@@ -85,7 +86,7 @@ impl CachedTokenReview {
     }
 
     fn join_or_start(&self, key: CacheKey, token: &Secret) -> Result<Lookup, TokenReviewError> {
-        let mut in_flight = lock(&self.inner.in_flight);
+        let mut in_flight = self.inner.in_flight.lock();
         if let Some(lookup) = in_flight.get(&key) {
             self.inner.stats.token_cache.coalesced.fetch_add(1, Relaxed);
             return Ok(lookup.clone());
@@ -104,13 +105,13 @@ impl CachedTokenReview {
     /// Answers currently cached (expired ones not yet dropped included).
     #[cfg(test)]
     pub(crate) fn cached_len(&self) -> usize {
-        lock(&self.inner.cache).len()
+        self.inner.cache.lock().len()
     }
 }
 
 impl Inner {
     fn cached(&self, key: &CacheKey) -> Option<Option<Identity>> {
-        lock(&self.cache).get(key, Instant::now())
+        self.cache.lock().get(key, Instant::now())
     }
 
     async fn fetch(self: Arc<Self>, key: CacheKey, token: Secret) -> Outcome {
@@ -137,7 +138,9 @@ impl Inner {
         };
         if let Ok(answer) = &outcome {
             if !ttl.is_zero() {
-                lock(&self.cache).insert(*key, answer.clone(), ttl, Instant::now());
+                self.cache
+                    .lock()
+                    .insert(*key, answer.clone(), ttl, Instant::now());
             }
         }
         let counter = match outcome {
@@ -157,16 +160,8 @@ pub(super) struct InFlightEntry<'a, L> {
 
 impl<L> Drop for InFlightEntry<'_, L> {
     fn drop(&mut self) {
-        lock(self.in_flight).remove(&self.key);
+        self.in_flight.lock().remove(&self.key);
     }
-}
-
-// A poisoned lock only means another thread panicked mid-update of a cache; the map itself is
-// still consistent enough to keep serving (entries are inserted and removed whole).
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

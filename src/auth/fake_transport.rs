@@ -1,7 +1,8 @@
 //! A scripted [`TokenReviewTransport`] that records what it was sent.
 
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -56,7 +57,7 @@ impl FakeTransport {
     }
 
     pub(crate) fn bodies(&self) -> Vec<serde_json::Value> {
-        self.bodies.lock().expect("lock").clone()
+        self.bodies.lock().clone()
     }
 }
 
@@ -71,7 +72,7 @@ impl TokenReviewTransport for FakeTransport {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        self.bodies.lock().expect("lock").push(json);
+        self.bodies.lock().push(json);
         let reply = (self.script)(&token, call);
         let delay = self.delay;
         async move {

@@ -8,7 +8,6 @@
 //! gets 401, and the error is never cached); `status.authenticated: false` is "not
 //! authenticated", and with a non-empty `status.error` it is an error carrying that text.
 
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -142,7 +141,7 @@ impl TokenReviewer {
             if !retry || attempt >= self.backoff.steps {
                 return result;
             }
-            tokio::time::sleep(jittered(wait, self.backoff.jitter)).await;
+            tokio::time::sleep(crate::backoff::jittered(wait, self.backoff.jitter)).await;
             wait = wait.mul_f64(self.backoff.factor);
             attempt += 1;
             self.stats
@@ -216,19 +215,6 @@ fn should_retry(err: &TokenReviewError) -> bool {
         | TokenReviewError::TooManyInFlight
         | TokenReviewError::Crashed => false,
     }
-}
-
-// `wait.Jitter`: up to `jitter` × `wait` more, at random. Retry spreading needs no CSPRNG: the
-// standard library's randomly keyed hasher is enough.
-fn jittered(wait: Duration, jitter: f64) -> Duration {
-    if jitter <= 0.0 {
-        return wait;
-    }
-    let random = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
-    let fraction = (random >> 11) as f64 / (1u64 << 53) as f64;
-    wait + wait.mul_f64(jitter * fraction)
 }
 
 #[cfg(test)]

@@ -11,8 +11,9 @@
 //! while it tries the others: a valid token on the same request still authenticates, and without
 //! one the request gets 401, never anonymous.
 
+use parking_lot::RwLock;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use rustls::server::danger::ClientCertVerifier;
 use rustls::server::WebPkiClientVerifier;
@@ -86,21 +87,13 @@ impl CaBundle {
             return Ok(false);
         }
         let set = parse_ca_set(what, path, &pem)?;
-        *self
-            .current
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(set);
+        *self.current.write() = Arc::new(set);
         tracing::info!(flag = what, file = %path.display(), "Client CA bundle reloaded");
         Ok(true)
     }
 
     fn current(&self) -> Arc<CaSet> {
-        Arc::clone(
-            &self
-                .current
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        Arc::clone(&self.current.read())
     }
 
     /// The CA certificates in use, DER.

@@ -51,10 +51,7 @@ pub fn run(
     options: &LintOptions,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
-    let loaded = match config_dir {
-        Some(dir) => crate::config::load_dir(dir),
-        None => crate::config::load_bootstrap(),
-    };
+    let loaded = crate::config::load(config_dir);
     if let Err(e) = &loaded {
         if e.is_io() {
             return Err(anyhow::anyhow!("{e}"));

@@ -16,11 +16,14 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::simulate::record::{LevelReport, SimReport, SkipReason};
+use crate::simulate::html::ReportSource;
+use crate::simulate::record::{paired, LevelReport, SimReport, SkipReason};
 use crate::simulate::trace::{
-    TraceError, TraceEvent, TraceLineError, TraceOptions, TraceReader, TraceStats, EXPECTED_FORMATS,
+    TraceError, TraceEvent, TraceFormat, TraceLineError, TraceOptions, TraceReader, TraceStats,
+    EXPECTED_FORMATS,
 };
-use crate::simulate::{simulate, SimOptions};
+use crate::simulate::workload::parse_workload;
+use crate::simulate::{simulate, simulate_workload, SimOptions};
 
 use super::lint::Output;
 
@@ -35,8 +38,8 @@ const REPORTED_LINE_ERRORS: u64 = 20;
 pub struct SimulateArgs {
     /// The configuration (the embedded default without it).
     pub config_dir: Option<PathBuf>,
-    /// The trace file, or `-` for standard input.
-    pub trace: String,
+    /// The trace file (`-` for standard input), or a workload file.
+    pub input: SimInput,
     /// A second configuration replayed over the same trace.
     pub compare_config_dir: Option<PathBuf>,
     /// Server limits, timeout, object counts.
@@ -55,6 +58,15 @@ pub struct SimulateArgs {
     pub report: Option<PathBuf>,
 }
 
+/// What `simulate` runs.
+#[derive(Debug, Clone)]
+pub enum SimInput {
+    /// A recorded trace: a file, or `-` for standard input.
+    Trace(String),
+    /// A workload file of synthetic closed-loop clients.
+    Workload(PathBuf),
+}
+
 /// Runs the command.
 pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     let baseline = load(args.config_dir.as_deref())?;
@@ -63,11 +75,20 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|dir| load(Some(dir)))
         .transpose()?;
-    let input: Box<dyn BufRead> = if args.trace == "-" {
+    let mut configs = vec![&baseline];
+    configs.extend(candidate.as_ref());
+    let mut options = args.options.clone();
+    if args.report.is_some() {
+        options.timeline_interval = Some(TIMELINE_INTERVAL);
+    }
+    let trace = match &args.input {
+        SimInput::Trace(trace) => trace,
+        SimInput::Workload(path) => return run_workload(args, path, &configs, &options),
+    };
+    let input: Box<dyn BufRead> = if trace == "-" {
         Box::new(BufReader::new(io::stdin().lock()))
     } else {
-        let file = File::open(&args.trace)
-            .with_context(|| format!("--trace {}: cannot read", args.trace))?;
+        let file = File::open(trace).with_context(|| format!("--trace {trace}: cannot read"))?;
         Box::new(BufReader::with_capacity(1 << 16, file))
     };
     let trace_options = TraceOptions {
@@ -77,27 +98,38 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         strict: args.strict,
     };
     let mut reader = TraceReader::new(input, trace_options);
-    let mut options = args.options.clone();
-    if args.report.is_some() {
-        options.timeline_interval = Some(TIMELINE_INTERVAL);
-    }
-    let mut configs = vec![&baseline];
-    configs.extend(candidate.as_ref());
     let mut errors = LineErrors::default();
+    // The replay's time 0: the first event replayed, on the trace's clock.
+    let mut first: Option<Duration> = None;
     let events = Window::new(
         std::iter::from_fn(|| next_event(&mut reader, args.strict, &mut errors)),
         args.from,
         args.until,
-    );
+    )
+    .inspect(|event| {
+        let at = match event {
+            TraceEvent::Request(request) => request.arrival,
+            TraceEvent::Ended { at, .. } => *at,
+        };
+        first.get_or_insert(at);
+    });
     let mut reports = simulate(events, &configs, &options)?;
+    // Audit events and access logs are stamped by the wall clock: the report can read UTC.
+    let wall_clock = matches!(
+        reader.format(),
+        Some(TraceFormat::AuditEvents | TraceFormat::AccessLog)
+    );
+    for report in &mut reports {
+        report.start_unix_seconds = first.filter(|_| wall_clock).map(|d| d.as_secs_f64());
+    }
     if let Some(error) = errors.fatal.take() {
-        return Err(error).context(format!("--trace {}: cannot read", args.trace));
+        return Err(error).context(format!("--trace {trace}"));
     }
     let stats = reader.stats();
     if stats.requests == 0 && !errors.strict_stop {
         // Zeros would read as "flow control had nothing to do"; the truth is that nothing
         // in the trace could be replayed.
-        eprintln!("simulate: {}", no_usable_line(&args.trace, &stats, &errors));
+        eprintln!("simulate: {}", no_usable_line(trace, &stats, &errors));
         return Ok(ExitCode::from(1));
     }
     let skipped = errors.count;
@@ -115,7 +147,42 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
             stats.without_duration
         );
     }
-    let labels = label_runs(args, &reports);
+    write_all(args, &reports, ReportSource::Trace(trace))?;
+    if errors.strict_stop {
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs a workload file's clients through each configuration.
+fn run_workload(
+    args: &SimulateArgs,
+    path: &Path,
+    configs: &[&Config],
+    options: &SimOptions,
+) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--workload {}: cannot read", path.display()))?;
+    let workload = parse_workload(&text).map_err(|e| {
+        let lines: Vec<String> = e
+            .problems
+            .iter()
+            .map(|p| format!("{}: {p}", path.display()))
+            .collect();
+        anyhow::anyhow!("{}", lines.join("\n"))
+    })?;
+    let reports = simulate_workload(&workload, configs, options)?;
+    let name = path.display().to_string();
+    write_all(args, &reports, ReportSource::Workload(&name)).map(|()| ExitCode::SUCCESS)
+}
+
+/// Standard output, then the HTML report if asked for.
+fn write_all(
+    args: &SimulateArgs,
+    reports: &[SimReport],
+    source: ReportSource<'_>,
+) -> anyhow::Result<()> {
+    let labels = label_runs(args, reports);
     write_output(
         &labels,
         args.output,
@@ -124,21 +191,15 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.report {
         let file = File::create(path).with_context(|| format!("create {}", path.display()))?;
         let mut out = BufWriter::new(file);
-        crate::simulate::html::write_report(&labels, &args.trace, &mut out)
+        crate::simulate::html::write_report(&labels, source, &mut out)
             .and_then(|()| out.flush())
             .with_context(|| format!("write {}", path.display()))?;
     }
-    if errors.strict_stop {
-        return Ok(ExitCode::from(1));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn load(dir: Option<&Path>) -> anyhow::Result<Config> {
-    let loaded = match dir {
-        Some(dir) => crate::config::load_dir(dir),
-        None => crate::config::load_bootstrap(),
-    };
+    let loaded = crate::config::load(dir);
     let name = dir.map_or("the embedded configuration".to_string(), |d| {
         d.display().to_string()
     });
@@ -388,6 +449,7 @@ fn write_text(report: &SimReport, out: &mut impl Write) -> io::Result<()> {
             schema.rejected.total()
         )?;
     }
+    write_clients(report, out)?;
     let rejected: Vec<&LevelReport> = report
         .priority_levels
         .iter()
@@ -414,6 +476,48 @@ fn write_text(report: &SimReport, out: &mut impl Write) -> io::Result<()> {
     writeln!(out)
 }
 
+/// The per-client table of a workload, then its notes.
+fn write_clients(report: &SimReport, out: &mut impl Write) -> io::Result<()> {
+    if report.clients.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<20} {:<28} {:<28} {:>7} {:>10} {:>8} {:>9} {:>8} {:>8} {:>8}",
+        "CLIENT",
+        "PRIORITY LEVEL",
+        "FLOW SCHEMA",
+        "CALLS",
+        "DISPATCHED",
+        "REJECTED",
+        "AVG-SEATS",
+        "WAIT-P50",
+        "WAIT-P99",
+        "WAIT-MAX"
+    )?;
+    for c in &report.clients {
+        writeln!(
+            out,
+            "{:<20} {:<28} {:<28} {:>7} {:>10} {:>8} {:>9.3} {:>8} {:>8} {:>8}",
+            c.name,
+            c.priority_level,
+            c.flow_schema,
+            c.calls,
+            c.dispatched,
+            c.rejected,
+            c.average_seats,
+            secs(c.wait_seconds.p50),
+            secs(c.wait_seconds.p99),
+            secs(c.wait_seconds.max)
+        )?;
+    }
+    for note in &report.notes {
+        writeln!(out, "note: {note}")?;
+    }
+    Ok(())
+}
+
 fn write_differences(
     baseline: &SimReport,
     candidate: &SimReport,
@@ -425,25 +529,14 @@ fn write_differences(
         "{:<28} {:>21} {:>21} {:>21}",
         "PRIORITY LEVEL", "DISPATCHED", "REJECTED", "WAIT-P99"
     )?;
-    let mut names: Vec<&str> = baseline
-        .priority_levels
-        .iter()
-        .chain(&candidate.priority_levels)
-        .map(|l| l.name.as_str())
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    let find =
-        |r: &'_ SimReport, name: &str| r.priority_levels.iter().find(|l| l.name == name).cloned();
-    for name in names {
-        let (b, c) = (find(baseline, name), find(candidate, name));
-        let count = |l: &Option<LevelReport>, f: fn(&LevelReport) -> u64| {
-            l.as_ref().map_or("-".to_string(), |l| f(l).to_string())
+    for (name, b, c) in paired(&baseline.priority_levels, &candidate.priority_levels, |l| {
+        &l.name
+    }) {
+        let count = |l: &Option<&LevelReport>, f: fn(&LevelReport) -> u64| {
+            l.map_or("-".to_string(), |l| f(l).to_string())
         };
-        let wait = |l: &Option<LevelReport>| {
-            l.as_ref()
-                .map_or("-".to_string(), |l| secs(l.wait_seconds.p99))
-        };
+        let wait =
+            |l: &Option<&LevelReport>| l.map_or("-".to_string(), |l| secs(l.wait_seconds.p99));
         writeln!(
             out,
             "{:<28} {:>21} {:>21} {:>21}",

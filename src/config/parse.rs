@@ -80,8 +80,9 @@ pub struct ParsedFile {
 pub fn parse_file(file: &str, text: &str, format: Format) -> ParsedFile {
     let mut out = ParsedFile::default();
     // Bounded before the parser sees it: serde_yaml reads every event of a document before it
-    // checks its depth (see `prescan`).
-    if let Err(e) = prescan::prescan(text, prescan::MAX_TOKENS) {
+    // checks its depth (see `prescan`). Size is bounded where the text comes from a stranger
+    // (the webhook).
+    if let Err(e) = prescan::check_depth(text) {
         let what = match format {
             Format::Yaml => "YAML",
             Format::Json => "JSON",

@@ -6,16 +6,17 @@
 //! after each digest and every 10 s), and `startRequest`/`Handle` for admission with the
 //! dropped-requests tracker's `Retry-After`.
 
+use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures_util::FutureExt;
 use tokio::time::Instant;
 
-use super::admission::{AdmissionObserver, AdmitRequest, LevelQueues, Rejection, Seat};
 use super::borrowing::{self, BorrowingOutcome, LevelDemand, SeatDemandStats};
+use super::level_queues::{AdmitRequest, LevelObserver, LevelQueues, Rejection, Seat};
 use super::limits::{self, LevelLimits};
 use super::queueset::{QueueSetError, QueueShape, QueuingConfig};
 use super::retry_after::DroppedRequestsTracker;
@@ -149,7 +150,7 @@ impl Admitting {
 /// Every priority level's queue set, built from a [`Config`] and the server concurrency limit.
 pub struct FlowControl {
     server_cl: u32,
-    observer: Option<Arc<dyn AdmissionObserver>>,
+    observer: Option<Arc<dyn LevelObserver>>,
     inner: Mutex<Inner>,
     snapshot: RwLock<Arc<Snapshot>>,
     dropped: Mutex<DroppedRequestsTracker>,
@@ -180,7 +181,7 @@ impl FlowControl {
         config: &Config,
         server_cl: u32,
         now: Instant,
-        observer: Option<Arc<dyn AdmissionObserver>>,
+        observer: Option<Arc<dyn LevelObserver>>,
     ) -> Result<(FlowControl, Vec<FlowControlError>), FlowControlError> {
         if server_cl == 0 {
             return Err(FlowControlError::ZeroServerConcurrency);
@@ -210,7 +211,7 @@ impl FlowControl {
 
     /// The current configuration and levels (one read lock and an `Arc` clone).
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        Arc::clone(&self.snapshot.read().unwrap_or_else(|e| e.into_inner()))
+        Arc::clone(&self.snapshot.read())
     }
 
     /// Swaps in a new configuration without losing requests: kept levels are reconfigured in
@@ -388,15 +389,15 @@ impl FlowControl {
             config: Arc::new(config.clone()),
             levels,
         });
-        *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = snapshot;
+        *self.snapshot.write() = snapshot;
     }
 
     fn lock_inner(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock()
     }
 
     fn lock_dropped(&self) -> MutexGuard<'_, DroppedRequestsTracker> {
-        self.dropped.lock().unwrap_or_else(|e| e.into_inner())
+        self.dropped.lock()
     }
 }
 

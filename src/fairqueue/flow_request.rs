@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::admission::AdmitRequest;
 use super::controller::{LevelHandle, Snapshot};
+use super::level_queues::AdmitRequest;
 use super::queueset::FlowMeta;
 use super::work_estimate::WorkEstimator;
 use crate::auth::Identity;

@@ -17,9 +17,9 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::admission::{Rejection, Seat};
 use super::controller::{Admitting, FlowControl, FlowControlError};
 use super::flow_request::FlowRequest;
+use super::level_queues::{Rejection, Seat};
 use super::work_estimate::WorkEstimator;
 use crate::auth::Identity;
 use crate::config::Config;

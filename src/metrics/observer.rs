@@ -1,4 +1,4 @@
-//! [`Metrics`] as the queue sets' [`AdmissionObserver`]: the per-FlowSchema queue and seat
+//! [`Metrics`] as the queue sets' [`LevelObserver`]: the per-FlowSchema queue and seat
 //! gauges, and the rejections nobody else sees (callers that go away while queued).
 //!
 //! Mirrors the `metrics.Add*`/`Observe*` calls in `queueset.go` (`enqueueToBoundLocked`,
@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::labels::{ExecutionType, Phase, RejectReason, RequestKind};
 use super::{FlowMetrics, Metrics, PriorityLevelGauges};
-use crate::fairqueue::admission::AdmissionObserver;
+use crate::fairqueue::level_queues::LevelObserver;
 use crate::fairqueue::queueset::Note;
 
 // === impl Metrics: per-level timing-ratio gauges ===
@@ -29,7 +29,7 @@ impl Metrics {
     /// The timing-ratio gauges of `priority_level`, made (at 0 / 1) on first use and kept, so
     /// their histograms go on across reconfigurations.
     pub fn level_gauges(&self, now: Instant, priority_level: &str) -> PriorityLevelGauges {
-        let mut levels = self.level_gauges.lock().unwrap_or_else(|e| e.into_inner());
+        let mut levels = self.level_gauges.lock();
         if let Some(gauges) = levels.get(priority_level) {
             return gauges.clone();
         }
@@ -82,7 +82,7 @@ impl Metrics {
     }
 }
 
-impl AdmissionObserver for Metrics {
+impl LevelObserver for Metrics {
     fn enqueued(&self, priority_level: &str, flow_schema: &str, seats: u32, queue_length: usize) {
         let flow = self.flow(priority_level, flow_schema);
         self.add_waiting(&flow, 1, seats);
@@ -130,7 +130,7 @@ impl AdmissionObserver for Metrics {
 mod tests {
     use std::time::Duration;
 
-    use crate::fairqueue::admission::AdmissionObserver;
+    use crate::fairqueue::level_queues::LevelObserver;
     use crate::metrics::Metrics;
 
     fn value(text: &str, prefix: &str) -> Option<f64> {
@@ -143,7 +143,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn queue_and_seat_events_move_the_flow_schema_gauges() {
         let metrics = Metrics::new();
-        let observer: &dyn AdmissionObserver = metrics.as_ref();
+        let observer: &dyn LevelObserver = metrics.as_ref();
         observer.enqueued("pl", "fs", 2, 3);
         let text = metrics.encode();
         let fc = "apiserver_flowcontrol_";
@@ -168,7 +168,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_cancelled_waiter_is_a_time_out_rejection_that_got_a_queue_slot() {
         let metrics = Metrics::new();
-        let observer: &dyn AdmissionObserver = metrics.as_ref();
+        let observer: &dyn LevelObserver = metrics.as_ref();
         observer.enqueued("pl", "fs", 1, 1);
         observer.dequeued("pl", "fs", 1, false);
         observer.cancelled("pl", "fs", Duration::from_millis(300));
@@ -183,7 +183,7 @@ mod tests {
     fn queue_set_notes_feed_the_epoch_and_no_accommodation_counters() {
         use crate::fairqueue::queueset::Note;
         let metrics = Metrics::new();
-        let observer: &dyn AdmissionObserver = metrics.as_ref();
+        let observer: &dyn LevelObserver = metrics.as_ref();
         let fs = std::sync::Arc::from("fs");
         observer.noted("pl", &Note::NoAccommodation { flow_schema: fs });
         observer.noted("pl", &Note::EpochAdvanced { success: true });
@@ -201,7 +201,7 @@ mod tests {
         let metrics = Metrics::new();
         let t0 = tokio::time::Instant::now();
         metrics.set_read_vs_write_denominators(t0, 10, 600);
-        let observer: &dyn AdmissionObserver = metrics.as_ref();
+        let observer: &dyn LevelObserver = metrics.as_ref();
         observer.waiting_changed(true, 1);
         tokio::time::advance(Duration::from_secs(2)).await;
         observer.waiting_changed(true, -1);

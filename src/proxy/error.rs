@@ -23,7 +23,7 @@ pub enum ProxyError {
         message: String,
     },
     /// The caller authenticated, but its identity cannot travel to the upstream unchanged
-    /// (401; see [`super::identity`] for the rule and why 401).
+    /// (401; `proxy::identity` states the rule and why 401).
     #[error("Unauthorized: {0}")]
     IdentityRefused(#[from] super::identity::IdentityRefused),
     /// The request is refused for policy reasons (403), e.g. a caller's own `Impersonate-*`

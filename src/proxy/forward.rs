@@ -29,9 +29,9 @@ use tokio::time::Instant;
 
 use super::headers::{
     has_impersonation, is_upgrade_request, prepare_request_headers, prepare_response_headers,
-    ForgeableHeaders, IdentityForwarding,
+    ForgeableHeaders,
 };
-use super::identity::ForwardableIdentity;
+use super::identity::{ForwardableIdentity, IdentityForwarding};
 use super::upgrade::splice_upgrades;
 use super::ProxyError;
 use crate::body::{empty_body, BoxError, ProxyBody};

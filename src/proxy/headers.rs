@@ -30,26 +30,12 @@ use http::header::{
 };
 use http::HeaderMap;
 
-use super::identity::{ForwardableIdentity, IdentityRefused, RefusalReason};
+use super::identity::{
+    escape_extra_key, ForwardableIdentity, IdentityForwarding, IdentityRefused, RefusalReason,
+};
 use crate::auth::{
     strip_websocket_bearer_protocol, Identity, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP,
 };
-
-/// How the caller's identity reaches the upstream (`--identity-forwarding`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IdentityForwarding {
-    /// The caller's own `Authorization` goes upstream unchanged; the proxy adds no credential and
-    /// presents no client certificate (the apiserver would authenticate the certificate before
-    /// the token, turning every caller into the proxy).
-    #[default]
-    Passthrough,
-    /// The proxy's credentials plus `Impersonate-User`, `-Group` (one header per group), `-Uid`
-    /// and `Impersonate-Extra-<key>`.
-    Impersonate,
-    /// The proxy's front-proxy client certificate plus `X-Remote-User`, `X-Remote-Uid`,
-    /// `X-Remote-Group` and `X-Remote-Extra-<key>`.
-    Requestheader,
-}
 
 /// The `Impersonate-*` header prefix (`authenticationv1.ImpersonateUserHeader` and friends).
 const IMPERSONATE_PREFIX: &str = "impersonate-";
@@ -301,30 +287,6 @@ fn header_value(value: &str, field: &str) -> Result<HeaderValue, IdentityRefused
         field: field.to_string(),
         reason: RefusalReason::ControlCharacter,
     })
-}
-
-/// Percent-encodes an extra key for a header name as client-go's `headerKeyEscape` does
-/// (`transport/round_trippers.go`): every byte that is not an RFC 7230 token character, and `%`
-/// itself, becomes `%XX` (upper-case hex). The apiserver reverses it with `url.PathUnescape`.
-pub fn escape_extra_key(key: &str) -> String {
-    let mut out = String::with_capacity(key.len());
-    for b in key.bytes() {
-        if needs_escape(b) {
-            out.push_str(&format!("%{b:02X}"));
-        } else {
-            out.push(char::from(b));
-        }
-    }
-    out
-}
-
-/// Whether [`escape_extra_key`] percent-encodes `b`.
-pub(super) fn needs_escape(b: u8) -> bool {
-    !is_token_byte(b) || b == b'%'
-}
-
-fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// Appends the peer to `X-Forwarded-For` (joining existing values with `, ` as Go's

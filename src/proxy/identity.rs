@@ -42,7 +42,6 @@
 
 use std::fmt;
 
-use super::headers::IdentityForwarding;
 use crate::auth::Identity;
 
 /// Why an identity cannot travel upstream unchanged (a bounded metric label).
@@ -175,7 +174,7 @@ const MAX_HEADER_NAME_LEN: usize = (1 << 16) - 1;
 
 /// The length of `key` once [`escape_extra_key`](super::escape_extra_key) has encoded it.
 fn escaped_len(key: &str) -> usize {
-    let escaped = |b: &u8| super::headers::needs_escape(*b);
+    let escaped = |b: &u8| needs_escape(*b);
     key.len() + 2 * key.bytes().filter(escaped).count()
 }
 
@@ -203,6 +202,46 @@ impl fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}", self.0)
     }
+}
+
+/// How the caller's identity reaches the upstream (`--identity-forwarding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IdentityForwarding {
+    /// The caller's own `Authorization` goes upstream unchanged; the proxy adds no credential and
+    /// presents no client certificate (the apiserver would authenticate the certificate before
+    /// the token, turning every caller into the proxy).
+    #[default]
+    Passthrough,
+    /// The proxy's credentials plus `Impersonate-User`, `-Group` (one header per group), `-Uid`
+    /// and `Impersonate-Extra-<key>`.
+    Impersonate,
+    /// The proxy's front-proxy client certificate plus `X-Remote-User`, `X-Remote-Uid`,
+    /// `X-Remote-Group` and `X-Remote-Extra-<key>`.
+    Requestheader,
+}
+
+/// Percent-encodes an extra key for a header name as client-go's `headerKeyEscape` does
+/// (`transport/round_trippers.go`): every byte that is not an RFC 7230 token character, and `%`
+/// itself, becomes `%XX` (upper-case hex). The apiserver reverses it with `url.PathUnescape`.
+pub fn escape_extra_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for b in key.bytes() {
+        if needs_escape(b) {
+            out.push_str(&format!("%{b:02X}"));
+        } else {
+            out.push(char::from(b));
+        }
+    }
+    out
+}
+
+/// Whether [`escape_extra_key`] percent-encodes `b`.
+fn needs_escape(b: u8) -> bool {
+    !is_token_byte(b) || b == b'%'
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 #[cfg(test)]

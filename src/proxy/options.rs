@@ -43,7 +43,7 @@ impl ForwarderConfig {
             .collect();
         ForwarderConfig {
             mode: options.identity_forwarding.into(),
-            request_timeout: options.request_timeout,
+            request_timeout: options.limits.request_timeout,
             forgeable: ForgeableHeaders::new(&names, &options.requestheader_extra_headers_prefix),
         }
     }

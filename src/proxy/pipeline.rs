@@ -22,6 +22,7 @@ use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
+use smallvec::SmallVec;
 use tokio::time::Instant;
 
 use self::metering::Execution;
@@ -32,9 +33,9 @@ use super::{
 use crate::auth::{AuthMethod, Authenticator, Identity};
 use crate::classify::Classification;
 use crate::config::{FlowSchemaRef, PriorityLevelRef};
-use crate::fairqueue::admission::{Rejection, Seat};
 use crate::fairqueue::controller::FlowControl;
 use crate::fairqueue::flow_request::{FlowRequest, Handling};
+use crate::fairqueue::level_queues::{Rejection, Seat};
 use crate::fairqueue::shadow::{self, Shadow, ShadowTickets};
 use crate::fairqueue::timeout::deadlines;
 use crate::fairqueue::work_estimate::{WatchGuard, WorkEstimator};
@@ -633,7 +634,9 @@ fn access_log_enabled() -> bool {
 }
 
 /// Sets `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID`, as the apiserver
-/// sends them (the objects' UIDs; derived from the name where the files set none).
+/// sends them (the objects' UIDs; derived from the name where the files set none). The proxy's
+/// value comes first; the upstream's own values of the same headers (an apiserver with APF on
+/// sends them too) follow it, so a client sees both classifications.
 fn set_pf_headers(
     headers: &mut HeaderMap,
     flow_schema: &FlowSchemaRef,
@@ -645,8 +648,20 @@ fn set_pf_headers(
     ] {
         // Validation keeps UIDs to header-safe text; a value that is not is left out. The
         // name is a static one: inserting it by `&str` would parse it on every response.
-        if let Ok(value) = HeaderValue::from_str(uid) {
-            headers.insert(name.clone(), value);
+        let Ok(value) = HeaderValue::from_str(uid) else {
+            continue;
+        };
+        match headers.entry(name) {
+            http::header::Entry::Vacant(entry) => {
+                entry.insert(value);
+            }
+            http::header::Entry::Occupied(mut entry) => {
+                let upstream: SmallVec<[HeaderValue; 1]> = entry.iter().cloned().collect();
+                entry.insert(value);
+                for value in upstream {
+                    entry.append(value);
+                }
+            }
         }
     }
 }

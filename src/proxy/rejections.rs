@@ -5,8 +5,8 @@
 //! Bounded: at most [`PER_LEVEL`] requests per level (the oldest go first); levels are named by
 //! the configuration, never by callers. Rejections are rare next to requests, so one short mutex is enough.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
@@ -86,7 +86,7 @@ impl RecentRejections {
             user: r.user.to_string(),
             groups: r.groups.to_vec(),
         };
-        let mut levels = self.levels.lock().unwrap_or_else(|e| e.into_inner());
+        let mut levels = self.levels.lock();
         let queue = levels.entry(entry.priority_level.clone()).or_default();
         if queue.len() == PER_LEVEL {
             queue.pop_front();
@@ -97,7 +97,7 @@ impl RecentRejections {
     /// The last `limit` rejected requests of `priority_level` (of every level when `None`),
     /// newest first.
     pub fn recent(&self, priority_level: Option<&str>, limit: usize) -> Vec<RejectedRequest> {
-        let levels = self.levels.lock().unwrap_or_else(|e| e.into_inner());
+        let levels = self.levels.lock();
         let mut out: Vec<RejectedRequest> = levels
             .iter()
             .filter(|(name, _)| priority_level.is_none_or(|p| p == name.as_str()))

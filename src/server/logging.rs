@@ -122,13 +122,14 @@ mod tests {
     /// The issue's probe: a certificate CN `x\n<fake line>` logged as a user makes one line.
     #[test]
     fn control_characters_in_fields_and_messages_never_start_a_line() {
-        use std::sync::{Arc, Mutex};
+        use parking_lot::Mutex;
+        use std::sync::Arc;
 
         #[derive(Clone, Default)]
         struct Buffer(Arc<Mutex<Vec<u8>>>);
         impl std::io::Write for Buffer {
             fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().expect("lock").extend_from_slice(bytes);
+                self.0.lock().extend_from_slice(bytes);
                 Ok(bytes.len())
             }
             fn flush(&mut self) -> std::io::Result<()> {
@@ -146,7 +147,7 @@ mod tests {
         tracing::subscriber::with_default(subscriber, || {
             tracing::info!(user = %forged, name = forged, uri = ?forged, "Request\r{}", "\u{1b}[2J");
         });
-        let text = String::from_utf8(buffer.0.lock().expect("lock").clone()).expect("utf-8");
+        let text = String::from_utf8(buffer.0.lock().clone()).expect("utf-8");
         assert_eq!(text.lines().count(), 1, "{text}");
         assert!(
             text.contains(r"user=x\n2026-11-26T10:00:00Z  INFO"),

@@ -163,17 +163,9 @@ pub struct ServeOptions {
     #[arg(long, value_enum, default_value_t = ConfigSource::Dir, conflicts_with = "config_dir", help_heading = "Flow control")]
     pub config_source: ConfigSource,
 
-    /// Summed with --max-mutating-requests-inflight into the server's total concurrency limit.
-    #[arg(long, default_value_t = 400, help_heading = "Flow control")]
-    pub max_requests_inflight: u32,
-
-    /// Summed with --max-requests-inflight into the server's total concurrency limit.
-    #[arg(long, default_value_t = 200, help_heading = "Flow control")]
-    pub max_mutating_requests_inflight: u32,
-
-    /// How long a request may run (and wait in its queue) before it is timed out.
-    #[arg(long, default_value = "60s", value_parser = parse_duration, help_heading = "Flow control")]
-    pub request_timeout: Duration,
+    /// `--max-requests-inflight`, `--max-mutating-requests-inflight`, `--request-timeout`.
+    #[command(flatten)]
+    pub limits: ServerLimits,
 
     /// The largest body, in bytes, of a create, update, patch or delete; a larger declared
     /// Content-Length gets 413 before it takes a seat. 0 disables the check.
@@ -313,8 +305,7 @@ impl ServeOptions {
 
     /// The server's total concurrency limit: the sum of the two inflight flags, as in the apiserver.
     pub fn server_concurrency_limit(&self) -> u32 {
-        self.max_requests_inflight
-            .saturating_add(self.max_mutating_requests_inflight)
+        self.limits.server_concurrency_limit()
     }
 
     /// The upstream client's connection bound and its reserve for ordinary requests.
@@ -384,6 +375,43 @@ pub fn parse_upstream_url(value: &str) -> Result<http::Uri, UpstreamUrlError> {
         return Err(UpstreamUrlError::NoHost);
     }
     Ok(uri)
+}
+
+/// The limits flow control is computed at: `serve`'s flags, which `lint`, `simulate` and the
+/// webhook take too (one definition, flattened into each), so that their verdicts are made at the
+/// server's own limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
+pub struct ServerLimits {
+    /// Summed with --max-mutating-requests-inflight into the server's total concurrency limit.
+    #[arg(long, default_value_t = 400, help_heading = "Flow control")]
+    pub max_requests_inflight: u32,
+
+    /// Summed with --max-requests-inflight into the server's total concurrency limit.
+    #[arg(long, default_value_t = 200, help_heading = "Flow control")]
+    pub max_mutating_requests_inflight: u32,
+
+    /// How long a request may run (and wait in its queue, a quarter of it at most) before it is
+    /// timed out.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, help_heading = "Flow control")]
+    pub request_timeout: Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl ServerLimits {
+    /// The server's total concurrency limit: the sum of the two inflight flags, as in the apiserver.
+    pub fn server_concurrency_limit(&self) -> u32 {
+        self.max_requests_inflight
+            .saturating_add(self.max_mutating_requests_inflight)
+    }
 }
 
 #[cfg(test)]

@@ -13,8 +13,9 @@ mod certs;
 mod ciphers;
 mod client_auth;
 
+use parking_lot::RwLock;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
 use rustls_pki_types::CertificateDer;
@@ -137,19 +138,11 @@ pub struct TlsConfigCell(Arc<RwLock<Arc<rustls::ServerConfig>>>);
 impl TlsConfigCell {
     /// The configuration in force.
     pub fn current(&self) -> Arc<rustls::ServerConfig> {
-        Arc::clone(
-            &self
-                .0
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        Arc::clone(&self.0.read())
     }
 
     fn replace(&self, config: Arc<rustls::ServerConfig>) {
-        *self
-            .0
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = config;
+        *self.0.write() = config;
     }
 }
 

@@ -5,9 +5,10 @@
 //! Every configuration compared runs in the same runtime, fed the same requests at the same
 //! virtual instants. Borrowing is adjusted every 10 s of trace time, as in `serve`.
 
+use parking_lot::Mutex;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -16,10 +17,10 @@ use tokio::time::Instant;
 use super::record::{Recorder, Sample, SimReport};
 use super::trace::{TraceEvent, TraceRequest};
 use crate::config::Config;
-use crate::fairqueue::admission::{LevelQueues, Rejection, Seat};
 use crate::fairqueue::borrowing::BORROWING_ADJUSTMENT_PERIOD;
 use crate::fairqueue::controller::{Admitting, FlowControl, FlowControlError};
 use crate::fairqueue::flow_request::{FlowRequest, Handling};
+use crate::fairqueue::level_queues::{LevelQueues, Rejection, Seat};
 use crate::fairqueue::timeout::deadlines;
 use crate::fairqueue::work_estimate::{ObjectStats, WatchGuard, WorkEstimator};
 use crate::request_info::{self, RequestInfo};
@@ -54,22 +55,21 @@ pub enum SimError {
     /// Flow control could not be built from a configuration.
     #[error("flow control: {0}")]
     FlowControl(#[from] FlowControlError),
+    /// A workload cannot be run as written.
+    #[error("the workload: {0}")]
+    Workload(String),
     /// The runtime could not start.
     #[error("the simulation runtime: {0}")]
     Runtime(#[from] std::io::Error),
 }
 
 /// One configuration under simulation.
-struct Sim {
-    flow_control: Arc<FlowControl>,
-    estimator: WorkEstimator,
-    recorder: Arc<Mutex<Recorder>>,
+pub(super) struct Sim {
+    pub(super) flow_control: Arc<FlowControl>,
+    pub(super) estimator: WorkEstimator,
+    pub(super) recorder: Arc<Mutex<Recorder>>,
     /// Watches whose end comes as a later [`TraceEvent::Ended`].
     open_watches: Arc<Mutex<HashMap<String, WatchGuard>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Replays `events` (in arrival order; see [`super::trace::TraceReader`]) through each of
@@ -144,7 +144,7 @@ async fn drive(
             TraceEvent::Ended { key, .. } => {
                 last_end = last_end.max(Instant::now());
                 for sim in &sims {
-                    lock(&sim.open_watches).remove(&key);
+                    sim.open_watches.lock().remove(&key);
                 }
             }
         }
@@ -157,20 +157,28 @@ async fn drive(
     drop(alive);
     let _ = finished.recv().await;
     for sim in &sims {
-        lock(&sim.open_watches).clear();
+        sim.open_watches.lock().clear();
     }
     let end = last_end.max(Instant::now());
     let duration = end.saturating_duration_since(origin);
     Ok(sims
         .iter()
-        .map(|sim| lock(&sim.recorder).report(duration, options.server_concurrency_limit))
+        .map(|sim| {
+            sim.recorder
+                .lock()
+                .report(duration, options.server_concurrency_limit)
+        })
         .collect())
 }
 
 // === impl Sim ===
 
 impl Sim {
-    fn new(config: &Config, options: &SimOptions, origin: Instant) -> Result<Sim, SimError> {
+    pub(super) fn new(
+        config: &Config,
+        options: &SimOptions,
+        origin: Instant,
+    ) -> Result<Sim, SimError> {
         let (flow_control, problems) =
             FlowControl::new(config, options.server_concurrency_limit, origin)?;
         for problem in problems {
@@ -226,12 +234,14 @@ impl Sim {
             Err(error) => {
                 // The apiserver answers 400 before flow control; nothing to replay.
                 tracing::debug!(line = request.line, %error, "Request attributes not derived");
-                lock(&self.recorder).request(true, late);
+                self.recorder.lock().request(true, late);
                 return None;
             }
         };
         let handling = Handling::of(&info);
-        lock(&self.recorder).request(handling == Handling::Bypass, late);
+        self.recorder
+            .lock()
+            .request(handling == Handling::Bypass, late);
         if handling == Handling::Bypass {
             return None;
         }
@@ -255,13 +265,16 @@ impl Sim {
             level,
             admit,
         } = prepared.ok()?;
+        // The level's own name and the classification's distinguisher: nothing allocated.
         let outcome = Outcome {
             recorder: Arc::clone(&self.recorder),
-            priority_level: Arc::from(classification.priority_level.name.as_str()),
+            priority_level: Arc::clone(level.queues().name()),
             flow_schema: Arc::clone(&admit.flow.flow_schema),
-            distinguisher: admit.flow.flow_distinguisher.clone(),
+            distinguisher: classification.flow_distinguisher,
         };
-        lock(&self.recorder).arrived(&outcome.priority_level, &outcome.flow_schema);
+        self.recorder
+            .lock()
+            .arrived(&outcome.priority_level, &outcome.flow_schema);
         let queues = Arc::clone(level.queues());
         let admitting = match (handling, self.flow_control.start_admit(level, admit)) {
             // Most requests get their seats at once: no task, no timer of their own.
@@ -336,25 +349,31 @@ impl Executions {
 }
 
 /// Where a request's outcome is recorded.
-struct Outcome {
-    recorder: Arc<Mutex<Recorder>>,
-    priority_level: Arc<str>,
-    flow_schema: Arc<str>,
-    distinguisher: String,
+pub(super) struct Outcome {
+    pub(super) recorder: Arc<Mutex<Recorder>>,
+    pub(super) priority_level: Arc<str>,
+    pub(super) flow_schema: Arc<str>,
+    pub(super) distinguisher: String,
 }
 
 impl Outcome {
     /// Records a dispatch (with the level's seats then in use) or a rejection; the seat if any.
-    fn record(&self, admitted: Result<Seat, Rejection>, queues: &LevelQueues) -> Option<Seat> {
+    pub(super) fn record(
+        &self,
+        admitted: Result<Seat, Rejection>,
+        queues: &LevelQueues,
+    ) -> Option<Seat> {
         match admitted {
             Ok(seat) => {
                 let in_use = queues.stats().seats_in_use;
                 let (pl, fs) = (&self.priority_level, &self.flow_schema);
-                lock(&self.recorder).dispatched(pl, fs, seat.waited(), in_use);
+                self.recorder
+                    .lock()
+                    .dispatched(pl, fs, seat.waited(), in_use);
                 Some(seat)
             }
             Err(rejection) => {
-                lock(&self.recorder).rejected(
+                self.recorder.lock().rejected(
                     &self.priority_level,
                     &self.flow_schema,
                     &self.distinguisher,
@@ -394,7 +413,7 @@ impl Ord for Held {
 }
 
 /// The resolution of tokio's timers: a sleep ends on the next millisecond.
-const TICK: Duration = Duration::from_millis(1);
+pub(super) const TICK: Duration = Duration::from_millis(1);
 
 /// Moves the clock to `time` — unless it falls within the current millisecond, which the clock
 /// cannot resolve anyway: then events are replayed at once, still in their exact order, and the
@@ -449,7 +468,7 @@ async fn hold_watch(
             drop(guard);
         }
         None => {
-            lock(open_watches).insert(request.key.clone(), guard);
+            open_watches.lock().insert(request.key.clone(), guard);
         }
     }
 }
@@ -497,7 +516,7 @@ async fn sample(
         let now = ticks.tick().await;
         let t = now.saturating_duration_since(origin).as_secs_f64();
         let levels = flow_control.levels();
-        let mut recorder = lock(&recorder);
+        let mut recorder = recorder.lock();
         for level in levels {
             let stats = level.queues.stats();
             let sample = Sample {

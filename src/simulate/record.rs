@@ -172,6 +172,149 @@ pub struct SimReport {
     pub priority_levels: Vec<LevelReport>,
     /// Per FlowSchema, by name.
     pub flow_schemas: Vec<SchemaReport>,
+    /// Per workload client, in file order (a workload only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clients: Vec<ClientReport>,
+    /// Where the simulation is less exact than it looks (e.g. sub-millisecond times).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// When the replay's time 0 was, in seconds since the UNIX epoch, when the trace's clock is
+    /// the wall clock (audit events, access logs): the HTML report's axes read UTC then.
+    #[serde(skip)]
+    pub start_unix_seconds: Option<f64>,
+}
+
+/// What one workload client got.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientReport {
+    /// The client's label.
+    pub name: String,
+    /// The level its requests were classified to.
+    pub priority_level: String,
+    /// The FlowSchema they matched.
+    pub flow_schema: String,
+    /// Calls its threads made.
+    pub calls: u64,
+    /// Of those, dispatched (or bypassing flow control).
+    pub dispatched: u64,
+    /// Of those, refused.
+    pub rejected: u64,
+    /// Seat-seconds of execution (initial seats × execution time, within the duration) divided
+    /// by the duration: the seats it held on average.
+    pub average_seats: f64,
+    /// Queue waits of its dispatched calls.
+    pub wait_seconds: WaitSeconds,
+}
+
+/// Counts one workload client's calls while a simulation runs.
+#[derive(Debug)]
+pub struct ClientRecord {
+    name: String,
+    priority_level: String,
+    flow_schema: String,
+    calls: u64,
+    dispatched: u64,
+    rejected: u64,
+    seat_nanos: u128,
+    waits: Histogram<u64>,
+    /// The longest wait, exactly (the histogram keeps two significant digits).
+    max_wait: Duration,
+}
+
+/// The same-named rows of two runs (`baseline`, `candidate`), by name, each side `None` where
+/// that run has no such row: what a comparison's difference rows are made of.
+pub fn paired<'a, T>(
+    baseline: &'a [T],
+    candidate: &'a [T],
+    name: impl Fn(&T) -> &str,
+) -> Vec<(&'a str, Option<&'a T>, Option<&'a T>)> {
+    let mut names: Vec<&'a str> = baseline.iter().chain(candidate).map(&name).collect();
+    names.sort_unstable();
+    names.dedup();
+    let find = |rows: &'a [T], n: &str| rows.iter().find(|row| name(row) == n);
+    names
+        .into_iter()
+        .map(|n| (n, find(baseline, n), find(candidate, n)))
+        .collect()
+}
+
+// === impl ClientRecord ===
+
+impl ClientRecord {
+    /// A client nothing has happened to yet.
+    pub fn new(name: &str) -> Self {
+        ClientRecord {
+            name: name.to_string(),
+            priority_level: String::new(),
+            flow_schema: String::new(),
+            calls: 0,
+            dispatched: 0,
+            rejected: 0,
+            seat_nanos: 0,
+            // Two significant digits: a client's histogram is a few KiB, for thousands of them.
+            waits: Histogram::new_with_bounds(1, MAX_WAIT_MICROS, 2)
+                .expect("valid constant histogram bounds"),
+            max_wait: Duration::ZERO,
+        }
+    }
+
+    /// A call was made; `classified` names its level and FlowSchema when it reached flow control.
+    pub fn called(&mut self, classified: Option<(&str, &str)>) {
+        self.calls += 1;
+        if let (Some((pl, fs)), true) = (classified, self.priority_level.is_empty()) {
+            self.priority_level = pl.to_string();
+            self.flow_schema = fs.to_string();
+        }
+    }
+
+    /// A call was dispatched after `waited`; it holds `seats` for `executing` (the part of its
+    /// execution within the simulated duration).
+    pub fn dispatched(&mut self, waited: Duration, seats: u32, executing: Duration) {
+        self.dispatched += 1;
+        let _ = self.waits.record(micros(waited));
+        self.max_wait = self.max_wait.max(waited);
+        self.seat_nanos += u128::from(seats) * executing.as_nanos();
+    }
+
+    /// A call was refused.
+    pub fn rejected(&mut self) {
+        self.rejected += 1;
+    }
+
+    /// The client's totals over `duration`.
+    pub fn report(&self, duration: Duration) -> ClientReport {
+        let average_seats = if duration.is_zero() {
+            0.0
+        } else {
+            self.seat_nanos as f64 / duration.as_nanos() as f64
+        };
+        ClientReport {
+            name: self.name.clone(),
+            priority_level: self.priority_level.clone(),
+            flow_schema: self.flow_schema.clone(),
+            calls: self.calls,
+            dispatched: self.dispatched,
+            rejected: self.rejected,
+            average_seats,
+            wait_seconds: self.wait_seconds(),
+        }
+    }
+
+    /// The histogram's percentiles, none above the exact longest wait.
+    fn wait_seconds(&self) -> WaitSeconds {
+        let w = percentiles(&self.waits);
+        if self.max_wait.is_zero() {
+            return w;
+        }
+        let max = self.max_wait.as_secs_f64();
+        WaitSeconds {
+            p50: w.p50.min(max),
+            p90: w.p90.min(max),
+            p99: w.p99.min(max),
+            max,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -281,7 +424,14 @@ impl Recorder {
         if let Some(l) = self.levels.get_mut(priority_level) {
             l.arrivals += 1;
         }
-        let s = self.schemas.entry(flow_schema.to_string()).or_default();
+        // Looked up before it is inserted: no allocation for a schema already counted.
+        if !self.schemas.contains_key(flow_schema) {
+            self.schemas
+                .insert(flow_schema.to_string(), SchemaRecord::default());
+        }
+        let Some(s) = self.schemas.get_mut(flow_schema) else {
+            return;
+        };
         if s.priority_level.is_empty() {
             s.priority_level = priority_level.to_string();
         }
@@ -395,6 +545,9 @@ impl Recorder {
             server_concurrency_limit,
             priority_levels,
             flow_schemas,
+            clients: Vec::new(),
+            notes: Vec::new(),
+            start_unix_seconds: None,
         }
     }
 }

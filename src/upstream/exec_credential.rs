@@ -331,7 +331,7 @@ pub struct ExecPlugin {
     timeout: Duration,
     cached: tokio::sync::Mutex<Option<ExecCredential>>,
     /// The client certificate of the credential in force, read by handshakes (synchronously).
-    current_key: std::sync::Mutex<Option<Arc<CertifiedKey>>>,
+    current_key: parking_lot::Mutex<Option<Arc<CertifiedKey>>>,
     runs: AtomicU64,
     failures: AtomicU64,
 }
@@ -349,7 +349,7 @@ impl ExecPlugin {
             cluster,
             timeout,
             cached: tokio::sync::Mutex::new(None),
-            current_key: std::sync::Mutex::new(None),
+            current_key: parking_lot::Mutex::new(None),
             runs: AtomicU64::new(0),
             failures: AtomicU64::new(0),
         }
@@ -376,7 +376,7 @@ impl ExecPlugin {
         match self.run().await {
             Ok(credential) => {
                 let token = credential.token.clone();
-                *lock(&self.current_key) = credential.client_key.clone();
+                *self.current_key.lock() = credential.client_key.clone();
                 *cached = Some(credential);
                 Ok(token)
             }
@@ -392,7 +392,7 @@ impl ExecPlugin {
 
     /// The client certificate of the credential in force, if any.
     pub fn client_key(&self) -> Option<Arc<CertifiedKey>> {
-        lock(&self.current_key).clone()
+        self.current_key.lock().clone()
     }
 
     /// The upstream refused `token` (401): the next request runs the plugin again, unless a
@@ -506,13 +506,6 @@ impl ResolvesClientCert for ExecCertResolver {
     fn has_certs(&self) -> bool {
         true
     }
-}
-
-// A poisoned lock only means another thread panicked while swapping an `Arc` in.
-fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -31,7 +31,8 @@ mod body;
 mod idle;
 mod streams;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::{HeaderValue, HOST};
@@ -206,7 +207,7 @@ impl Pool {
     }
 
     async fn checkout_slow(self: &Arc<Self>, route: Route) -> Result<Checkout, UpstreamError> {
-        if !self.offer_h2 || self.lock().h1_only {
+        if !self.offer_h2 || self.state.lock().h1_only {
             return self.connect(route).await;
         }
         let _connecting = self.connecting[h2_set(route)].lock().await;
@@ -223,7 +224,7 @@ impl Pool {
             return Some(Checkout::H2(slot));
         }
         loop {
-            let idle = self.lock().idle.pop()?;
+            let idle = self.state.lock().idle.pop()?;
             if let Some(sender) = idle.ready().await {
                 return Some(Checkout::H1 {
                     sender,
@@ -236,7 +237,7 @@ impl Pool {
     /// A stream slot on the first connection of the route's set with one free; connections the
     /// server is closing leave the set.
     fn reserve_stream(&self, route: Route) -> Option<StreamSlot> {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         let set = &mut state.h2[h2_set(route)];
         if set.is_empty() {
             return None;
@@ -263,7 +264,7 @@ impl Pool {
             });
         }
         if self.offer_h2 {
-            self.lock().h1_only = true;
+            self.state.lock().h1_only = true;
         }
         let (sender, connection) = http1::Builder::new()
             .handshake(io)
@@ -316,7 +317,7 @@ impl Pool {
             return Err(self.unavailable("the connection closed at once".into()));
         }
         let start_reaper = {
-            let mut state = self.lock();
+            let mut state = self.state.lock();
             state.h2[h2_set(route)].push(Arc::clone(&conn));
             !std::mem::replace(&mut state.reaping, true)
         };
@@ -359,10 +360,6 @@ impl Pool {
         request.headers_mut().remove(HOST);
         *request.version_mut() = http::Version::HTTP_2;
     }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 use crate::body::BoxError;
@@ -374,7 +371,7 @@ async fn reap(pool: std::sync::Weak<Pool>) {
     loop {
         tokio::time::sleep(period).await;
         let Some(pool) = pool.upgrade() else { return };
-        let mut state = pool.lock();
+        let mut state = pool.state.lock();
         state.idle.retain(idle::Idle::fresh);
         for set in &mut state.h2 {
             set.retain(|conn| conn.usable() && conn.idle_periods() < PERIODS);

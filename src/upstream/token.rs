@@ -1,8 +1,8 @@
 //! The proxy's bearer token: fixed, or read from a file that is re-read periodically, as
 //! client-go's `CachedFileTokenSource` does (bound service account tokens rotate hourly).
 
+use parking_lot::Mutex;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -69,13 +69,13 @@ impl TokenSource {
         }
         match read_token(path.clone()).await {
             Ok(token) => {
-                *self.lock() = Some(Cached {
+                *self.cached.lock() = Some(Cached {
                     token: token.clone(),
                     read_at: now,
                 });
                 Ok(Some(token))
             }
-            Err(error) => match self.lock().as_ref() {
+            Err(error) => match self.cached.lock().as_ref() {
                 Some(stale) => {
                     tracing::warn!(path = %path.display(), %error, "Keeping the last token; re-reading the token file failed");
                     Ok(Some(stale.token.clone()))
@@ -86,15 +86,11 @@ impl TokenSource {
     }
 
     fn fresh(&self, now: Instant) -> Option<String> {
-        self.lock()
+        self.cached
+            .lock()
             .as_ref()
             .filter(|c| now.duration_since(c.read_at) < TOKEN_FILE_REFRESH)
             .map(|c| c.token.clone())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Cached>> {
-        // A poisoned lock only means another thread panicked while swapping a String in.
-        self.cached.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

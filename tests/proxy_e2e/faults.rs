@@ -4,7 +4,8 @@
 //! no seat or queue slot leaked, and every request it received accounted for (answered or
 //! abandoned).
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::StatusCode;
@@ -59,7 +60,7 @@ impl ScriptedUpstream {
 
     /// How many requests whose head contains `needle` it saw.
     fn seen(&self, needle: &str) -> usize {
-        let heads = self.heads.lock().expect("heads");
+        let heads = self.heads.lock();
         heads.iter().filter(|h| h.contains(needle)).count()
     }
 }
@@ -74,7 +75,7 @@ async fn play(mut stream: TcpStream, script: fn(&str) -> Script, seen: Arc<Mutex
         }
     }
     let head = String::from_utf8_lossy(&head).into_owned();
-    seen.lock().expect("heads").push(head.clone());
+    seen.lock().push(head.clone());
     match script(&head) {
         Script::Answer(bytes) => {
             let _ = stream.write_all(bytes).await;

@@ -1,7 +1,8 @@
 //! Test PKI made at run time, TLS clients, and a server started on 127.0.0.1:0.
 
+use parking_lot::Mutex;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -186,7 +187,7 @@ impl Presenting {
 
     /// The CA names (DER subjects) of every certificate request so far, one list per request.
     pub fn hints(&self) -> Vec<Vec<Vec<u8>>> {
-        self.hints.lock().expect("lock").clone()
+        self.hints.lock().clone()
     }
 }
 
@@ -197,7 +198,7 @@ impl rustls::client::ResolvesClientCert for Presenting {
         _sigschemes: &[rustls::SignatureScheme],
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
         let hints = root_hint_subjects.iter().map(|h| h.to_vec()).collect();
-        self.hints.lock().expect("lock").push(hints);
+        self.hints.lock().push(hints);
         Some(self.key.clone())
     }
 

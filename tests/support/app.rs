@@ -13,7 +13,7 @@ use http::{Request, Response, Version};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kube_apf_proxy::app::App;
-use kube_apf_proxy::fairqueue::admission::LevelStats;
+use kube_apf_proxy::fairqueue::level_queues::LevelStats;
 use kube_apf_proxy::server::ServeOptions;
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::{CertificateDer, ServerName};
@@ -344,6 +344,32 @@ pub struct TestClient {
 }
 
 impl TestClient {
+    /// An HTTP/1.1 client of another HTTPS server at `addr` (a real kube-apiserver) trusting the
+    /// CA certificates in `ca_pem`, presenting `cert` when given.
+    pub fn to_server(addr: std::net::SocketAddr, ca_pem: &str, cert: Option<&Issued>) -> Self {
+        use rustls_pki_types::pem::PemObject;
+        let mut roots = RootCertStore::empty();
+        for der in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+            roots.add(der.expect("CA PEM")).expect("trust anchor");
+        }
+        let builder =
+            ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .expect("protocol versions")
+                .with_root_certificates(roots);
+        let mut config = match cert {
+            Some(id) => builder
+                .with_client_auth_cert(vec![id.cert.clone()], id.key())
+                .expect("client cert"),
+            None => builder.with_no_client_auth(),
+        };
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        TestClient {
+            addr,
+            tls: TlsConnector::from(Arc::new(config)),
+        }
+    }
+
     /// The TLS stream of a fresh connection, before any HTTP (for raw HTTP/2 frame tests).
     pub async fn tls_stream(&self) -> tokio_rustls::client::TlsStream<TcpStream> {
         within("tls connect", async {

@@ -25,10 +25,11 @@
 //! - `GET /api`, `/apis`, `/api/v1`, `/version` → discovery documents (enough for kubectl)
 //! - anything else → 404 `Status`
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -214,7 +215,7 @@ impl FakeApiserver {
 
     /// The `spec` of every SubjectAccessReview answered so far (failed ones not included).
     pub fn access_reviews(&self) -> Vec<serde_json::Value> {
-        self.state.access_review_specs.lock().expect("lock").clone()
+        self.state.access_review_specs.lock().clone()
     }
 
     /// The flow-control objects it serves, lists and watches.
@@ -224,7 +225,7 @@ impl FakeApiserver {
 
     /// Every request received so far.
     pub fn requests(&self) -> Vec<Recorded> {
-        self.state.recorded.lock().expect("lock").clone()
+        self.state.recorded.lock().clone()
     }
 
     /// Connections accepted so far.
@@ -343,7 +344,7 @@ async fn route(
         .path_and_query()
         .map_or("/", |p| p.as_str())
         .to_string();
-    state.recorded.lock().expect("lock").push(Recorded {
+    state.recorded.lock().push(Recorded {
         method: request.method().clone(),
         path: path.clone(),
         headers: request.headers().clone(),
@@ -632,11 +633,7 @@ async fn subject_access_review(request: Request<Incoming>, state: &State) -> Res
     let review: serde_json::Value =
         serde_json::from_slice(&body.to_bytes()).unwrap_or(serde_json::Value::Null);
     let spec = &review["spec"];
-    state
-        .access_review_specs
-        .lock()
-        .expect("lock")
-        .push(spec.clone());
+    state.access_review_specs.lock().push(spec.clone());
     let allowed = spec["user"] == "prometheus"
         || spec["groups"]
             .as_array()

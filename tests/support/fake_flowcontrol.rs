@@ -5,8 +5,8 @@
 //! object), replace and delete. The test drives it through [`FlowControlStore`] methods: change
 //! objects, expire resource versions (410), end watches, fail lists.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -65,8 +65,8 @@ fn status(code: u16, reason: &str, message: &str) -> serde_json::Value {
 }
 
 impl FlowControlStore {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().expect("lock")
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Inner> {
+        self.inner.lock()
     }
 
     /// Creates or replaces `object` (a FlowSchema or PriorityLevelConfiguration as JSON) and tells

@@ -8,6 +8,7 @@
 pub mod app;
 pub mod fake_apiserver;
 pub mod fake_flowcontrol;
+pub mod kube_apiserver;
 pub mod pki;
 pub mod tls_world;
 pub mod tools;

@@ -30,6 +30,17 @@ impl Issued {
         PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes()).expect("test key parses")
     }
 
+    /// A certificate and key read from PEM files (e.g. minted by the kube-apiserver harness).
+    pub fn from_files(cert: &Path, key: &Path) -> Issued {
+        let cert_pem = std::fs::read_to_string(cert).expect("read certificate");
+        let key_pem = std::fs::read_to_string(key).expect("read key");
+        Issued {
+            cert: CertificateDer::from_pem_slice(cert_pem.as_bytes()).expect("certificate PEM"),
+            cert_pem,
+            key_pem,
+        }
+    }
+
     /// Writes `<name>.crt` and `<name>.key` into `dir`; returns their paths.
     pub fn write(&self, dir: &Path, name: &str) -> (PathBuf, PathBuf) {
         let cert = dir.join(format!("{name}.crt"));

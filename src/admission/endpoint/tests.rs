@@ -97,22 +97,40 @@ async fn a_review_beyond_the_concurrency_bound_waits_then_gets_429() {
 }
 
 /// A review still judging at its deadline is answered 504; its turn is held until its thread
-/// is done, then given back.
+/// is done, then given back. Real time, a short deadline: tokio's paused clock does not advance
+/// while a blocking task runs.
 #[tokio::test]
 async fn a_review_past_its_deadline_gets_504_and_its_turn_comes_back() {
-    let state = state(1, Duration::ZERO);
-    // The whole default configuration: judging it takes far longer than the first poll of the
-    // blocking task, which already finds the deadline passed.
-    let yaml = crate::config::BOOTSTRAP_YAML;
-    let (code, json) = post(&state, configmap_review(yaml)).await;
+    let deadline = Duration::from_millis(100);
+    let state = state(1, deadline);
+    // A judging thread slower than the deadline: it waits for the reviewer, which another
+    // thread holds until told to let go.
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let (locked, is_locked) = std::sync::mpsc::channel::<()>();
+    let holder = {
+        let state = Arc::clone(&state);
+        std::thread::spawn(move || {
+            let _guard = state.reviewer.write();
+            let _ = locked.send(());
+            let _ = released.recv();
+        })
+    };
+    is_locked.recv().expect("the reviewer is held");
+    let started = tokio::time::Instant::now();
+    let (code, json) = post(&state, configmap_review("a: b\n")).await;
     assert_eq!(code, StatusCode::GATEWAY_TIMEOUT, "{json}");
     assert_eq!(json["reason"], "Timeout");
-    let back = async {
-        while state.turns.available_permits() == 0 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(5), back)
+    assert!(started.elapsed() >= deadline);
+    assert_eq!(
+        state.turns.available_permits(),
+        0,
+        "the judging thread still holds its turn"
+    );
+    release.send(()).expect("release");
+    holder.join().expect("holder thread");
+    let turn = tokio::time::timeout(Duration::from_secs(5), state.turns.acquire());
+    let _turn = turn
         .await
-        .expect("the turn is given back when the judging ends");
+        .expect("the turn comes back when the judging thread ends")
+        .expect("semaphore open");
 }

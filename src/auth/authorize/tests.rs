@@ -1,5 +1,6 @@
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -61,7 +62,7 @@ impl AccessReviewTransport for Scripted {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let value: serde_json::Value = serde_json::from_slice(&body).expect("JSON review");
         let reply = (self.script)(&value).map(|(s, b)| (s, Bytes::from(b)));
-        self.bodies.lock().expect("lock").push(value);
+        self.bodies.lock().push(value);
         let delay = self.delay;
         async move {
             tokio::time::sleep(delay).await;
@@ -102,7 +103,7 @@ async fn sends_a_non_resource_review_with_the_whole_identity() {
         )
         .await
         .expect("answer");
-    let body = transport.bodies.lock().expect("lock")[0].clone();
+    let body = transport.bodies.lock()[0].clone();
     assert_eq!(body["kind"], "SubjectAccessReview");
     assert_eq!(body["apiVersion"], "authorization.k8s.io/v1");
     let spec = &body["spec"];

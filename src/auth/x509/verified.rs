@@ -20,10 +20,11 @@
 //! bounds matter because the handshake verifies no chain: any client can present any number of
 //! self-made ones, and at worst they push the verified chains out (which are then verified again).
 
+use parking_lot::Mutex;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rustls_pki_types::{CertificateDer, UnixTime};
 use sha2::{Digest, Sha256};
@@ -94,10 +95,7 @@ impl VerifiedChains {
     /// How verifying `chain` ended earlier, if that may still be used at `now`.
     pub(crate) fn get(&self, chain: &[CertificateDer<'_>], now: UnixTime) -> Option<Outcome> {
         let key = self.sample_hash(chain);
-        let entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entries = self.entries.lock();
         entries
             .by_sample
             .get(&key)?
@@ -138,10 +136,7 @@ impl VerifiedChains {
             return;
         }
         let key = self.sample_hash(chain);
-        let mut entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut entries = self.entries.lock();
         let full = |e: &Entries| e.len >= CAPACITY || e.bytes + size > CAPACITY_BYTES;
         if full(&entries) {
             entries.retain_trusted(now);
@@ -167,7 +162,7 @@ impl VerifiedChains {
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.entries.lock().map(|e| e.len).unwrap_or_default()
+        self.entries.lock().len
     }
 
     fn sample_hash(&self, chain: &[CertificateDer<'_>]) -> u64 {

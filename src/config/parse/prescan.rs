@@ -13,21 +13,25 @@
 //! - **Depth** ([`MAX_DEPTH`]): flow collections (`[`, `{`) are counted outside quoted scalars,
 //!   comments and block scalars; block nesting is estimated from the stack of strictly increasing
 //!   indentations (twice its height: a block sequence may sit at its parent mapping's
-//!   indentation) plus compact entries (`- - - x`). It over-estimates rather than under (a
-//!   document refused here would have failed serde_yaml's recursion limit, or is one no person
-//!   writes).
-//! - **Structural tokens** ([`MAX_TOKENS`]): every `[`, `{`, `,`, every `-`, `?` or `:` followed
-//!   by a space or a line end, and every line, counted regardless of quoting — an upper bound on
-//!   the events the parser makes, so on its time and memory, whatever the depth scan made of
-//!   the quotes. The embedded default configuration (10 KB) has about 1,100; a realistic 1 MB
-//!   configuration about 100,000.
+//!   indentation) plus compact entries (`- - - x`). It errs towards over-estimating (a document
+//!   refused here would have failed serde_yaml's recursion limit, or is one no person writes);
+//!   what it cannot see (a quote character that opens no quoted scalar, inside a multi-line plain
+//!   scalar) the token bound still limits.
+//! - **Structural tokens** ([`MAX_TOKENS`], the webhook's reviews only): every `[`, `{`, `,`,
+//!   every `-`, `?` or `:` followed by a space or a line end, and every line, counted regardless
+//!   of quoting — an upper bound on the events the parser makes, so on its time and memory,
+//!   whatever the depth scan made of the quotes. The embedded default configuration (10 KB) has about 1,100; a realistic 1 MB
+//!   configuration about 100,000, more than [`MAX_TOKENS`] allows.
 
 /// The deepest nesting accepted (serde_yaml's recursion limit).
 pub const MAX_DEPTH: usize = 128;
 
-/// The most structural tokens accepted in one file (about 1.3 MB of realistic configuration;
-/// about 40 MB of parser memory at the worst ratio measured).
-pub const MAX_TOKENS: usize = 128 * 1024;
+/// The most structural tokens the webhook accepts in one review's configuration: about 320 KB of
+/// realistic configuration (some 550 objects; the embedded default has 1,100 tokens for its 19), and about 20 MB of
+/// parser memory at the worst ratio measured (a flat list `[a,a,...]`, about 600 bytes per token
+/// on the release binary), so that the webhook's two reviews at a time stay well inside its
+/// Deployment's 128 Mi.
+pub const MAX_TOKENS: usize = 32 * 1024;
 
 /// Why a text is refused before parsing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,12 +62,19 @@ pub struct Shape {
 /// Scans `text`, refusing it past [`MAX_DEPTH`] or `max_tokens`.
 pub fn prescan(text: &str, max_tokens: usize) -> Result<Shape, PrescanError> {
     // Depth first: it stops at the first line too deep, where counting would read on.
-    let depth = Depth::default().scan(text.as_bytes())?;
+    let depth = check_depth(text)?;
     let tokens = count_tokens(text.as_bytes());
     if tokens > max_tokens {
         return Err(PrescanError::TooManyTokens { limit: max_tokens });
     }
     Ok(Shape { tokens, depth })
+}
+
+/// The nesting of `text`, refused past [`MAX_DEPTH`] (what every configuration file gets: the
+/// proxy's own files and the cluster's objects are the operator's, so their size is not bounded
+/// here; the webhook's reviews are, with [`prescan`]).
+pub fn check_depth(text: &str) -> Result<usize, PrescanError> {
+    Depth::default().scan(text.as_bytes())
 }
 
 fn count_tokens(bytes: &[u8]) -> usize {

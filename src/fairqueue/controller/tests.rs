@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::config::{LimitResponse, LimitedPriorityLevel, PriorityLevelSpec, Queuing};
-use crate::fairqueue::admission::AdmitRequest;
+use crate::fairqueue::level_queues::AdmitRequest;
 use crate::fairqueue::queueset::{FlowMeta, RejectReason};
 use crate::fairqueue::WorkEstimate;
 

@@ -215,7 +215,7 @@ pub struct DispatchR {
 }
 
 /// A count the apiserver's queue set adds to its metrics as it happens, handed to the
-/// [`crate::fairqueue::admission::AdmissionObserver`] after each change. Both are rare: a head
+/// [`crate::fairqueue::level_queues::LevelObserver`] after each change. Both are rare: a head
 /// that does not fit the free seats, an epoch advance. (The gauges it sets, R and the dispatch
 /// readings, are read off the queue set instead: [`QueueSet::current_r`],
 /// [`QueueSet::dispatch_readings`].)

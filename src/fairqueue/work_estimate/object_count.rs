@@ -7,8 +7,9 @@
 //! resource, refreshed each minute) or from the list responses it forwards
 //! ([`ObjectCountTracker::observe_list`]).
 
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -222,10 +223,10 @@ impl ObjectCountTracker {
 
     // Every critical section is a single insert/update, so a poisoned lock holds consistent data.
     fn read(&self) -> RwLockReadGuard<'_, HashMap<String, Entry>> {
-        self.entries.read().unwrap_or_else(|e| e.into_inner())
+        self.entries.read()
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, HashMap<String, Entry>> {
-        self.entries.write().unwrap_or_else(|e| e.into_inner())
+        self.entries.write()
     }
 }

@@ -4,8 +4,9 @@
 //! Mirrors `watch_tracker.go`. Shared by clones; registering returns an RAII [`WatchGuard`] that
 //! forgets the watch when dropped (the stream ended, the client went away, the upstream failed).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use super::query::{field_requires_exact_match, ListOptions};
 use crate::request_info::RequestInfo;
@@ -66,7 +67,7 @@ impl WatchTracker {
             name: info.name.clone(),
         };
         if counted {
-            *self.lock().entry(identifier.clone()).or_insert(0) += 1;
+            *self.counts.lock().entry(identifier.clone()).or_insert(0) += 1;
         }
         Some(WatchGuard {
             tracker: self.clone(),
@@ -86,7 +87,7 @@ impl WatchTracker {
         if matches!(info.verb.as_str(), "get" | "list" | "watch" | "proxy") {
             return 0;
         }
-        let counts = self.lock();
+        let counts = self.counts.lock();
         let mut id = WatchIdentifier {
             api_group: info.api_group.clone(),
             resource: info.resource.clone(),
@@ -106,14 +107,11 @@ impl WatchTracker {
 
     /// The number of distinct watch identifiers tracked (for tests and debugging).
     pub fn tracked_identifiers(&self) -> usize {
-        self.lock().len()
+        self.counts.lock().len()
     }
 
     // Poisoning cannot leave the map inconsistent (every critical section is one update), so a
     // poisoned lock is used as is.
-    fn lock(&self) -> MutexGuard<'_, HashMap<WatchIdentifier, usize>> {
-        self.counts.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 impl Drop for WatchGuard {
@@ -121,7 +119,7 @@ impl Drop for WatchGuard {
         if !self.counted {
             return;
         }
-        let mut counts = self.tracker.lock();
+        let mut counts = self.tracker.counts.lock();
         if let Some(n) = counts.get_mut(&self.identifier) {
             *n = n.saturating_sub(1);
             if *n == 0 {

@@ -5,7 +5,8 @@
 //! lookup) and hands out a [`FlowMetrics`] whose members are made on first use, so a series still
 //! appears in the exposition only once something happened to it, as in the apiserver.
 
-use std::sync::{Arc, OnceLock, RwLock};
+use parking_lot::RwLock;
+use std::sync::{Arc, OnceLock};
 
 use fnv::FnvHashMap;
 use prometheus::{Gauge, GaugeVec, Histogram, HistogramVec, IntCounter, IntCounterVec};
@@ -232,13 +233,13 @@ impl Metrics {
     pub fn flow(&self, priority_level: &str, flow_schema: &str) -> Arc<FlowMetrics> {
         let cache = &self.flows;
         {
-            let pairs = cache.pairs.read().unwrap_or_else(|e| e.into_inner());
+            let pairs = cache.pairs.read();
             if let Some(flow) = pairs.get(priority_level).and_then(|l| l.get(flow_schema)) {
                 return Arc::clone(flow);
             }
         }
         let level = self.level_gauges(Instant::now(), priority_level);
-        let mut pairs = cache.pairs.write().unwrap_or_else(|e| e.into_inner());
+        let mut pairs = cache.pairs.write();
         let by_schema = pairs.entry(priority_level.into()).or_default();
         let flow = by_schema.entry(flow_schema.into()).or_insert_with(|| {
             let families = Arc::clone(&cache.families);

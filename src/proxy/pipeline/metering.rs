@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::super::ProxyError;
-use crate::fairqueue::admission::Rejection;
+use crate::fairqueue::level_queues::Rejection;
 use crate::fairqueue::work_estimate::WorkEstimator;
 use crate::fairqueue::WorkEstimate;
 use crate::metrics::{

@@ -1,9 +1,59 @@
-//! `check_body_size`: which requests the declared-length limit applies to.
+//! `check_body_size`: which requests the declared-length limit applies to; `set_pf_headers`:
+//! the proxy's APF headers beside the upstream's.
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue};
 
-use super::check_body_size;
+use super::{check_body_size, set_pf_headers, FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER};
 use crate::request_info;
+
+#[test]
+fn the_proxys_apf_headers_come_first_and_the_upstreams_follow() {
+    let config = crate::config::bootstrap();
+    let flow_schema = config.catch_all().clone();
+    let priority_level = config
+        .priority_level(&flow_schema.priority_level)
+        .expect("catch-all level")
+        .clone();
+    let values = |headers: &HeaderMap, name| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.to_str().expect("ascii").to_string())
+            .collect()
+    };
+
+    // A response of the proxy's own, or from an upstream without APF: the proxy's values only.
+    let mut own = HeaderMap::new();
+    set_pf_headers(&mut own, &flow_schema, &priority_level);
+    assert_eq!(
+        values(&own, &FLOW_SCHEMA_UID_HEADER),
+        [flow_schema.uid.as_str()]
+    );
+    assert_eq!(
+        values(&own, &PRIORITY_LEVEL_UID_HEADER),
+        [priority_level.uid.as_str()]
+    );
+
+    // An apiserver's response carries its own classification: both, the proxy's first.
+    let mut forwarded = HeaderMap::new();
+    forwarded.insert(
+        FLOW_SCHEMA_UID_HEADER.clone(),
+        HeaderValue::from_static("apiserver-fs"),
+    );
+    forwarded.insert(
+        PRIORITY_LEVEL_UID_HEADER.clone(),
+        HeaderValue::from_static("apiserver-pl"),
+    );
+    set_pf_headers(&mut forwarded, &flow_schema, &priority_level);
+    assert_eq!(
+        values(&forwarded, &FLOW_SCHEMA_UID_HEADER),
+        [flow_schema.uid.clone(), "apiserver-fs".to_string()]
+    );
+    assert_eq!(
+        values(&forwarded, &PRIORITY_LEVEL_UID_HEADER),
+        [priority_level.uid.clone(), "apiserver-pl".to_string()]
+    );
+}
 
 #[test]
 fn only_writes_declaring_more_than_the_limit_get_413() {

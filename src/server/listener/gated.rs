@@ -82,7 +82,7 @@ mod tests {
     struct Probe {
         polls: Arc<AtomicUsize>,
         ready: Arc<AtomicBool>,
-        waker: Arc<std::sync::Mutex<Option<Waker>>>,
+        waker: Arc<parking_lot::Mutex<Option<Waker>>>,
     }
 
     impl Future for Probe {
@@ -93,7 +93,7 @@ mod tests {
             if self.ready.load(Ordering::SeqCst) {
                 return Poll::Ready(());
             }
-            *self.waker.lock().expect("lock") = Some(cx.waker().clone());
+            *self.waker.lock() = Some(cx.waker().clone());
             Poll::Pending
         }
     }
@@ -102,7 +102,7 @@ mod tests {
     async fn polls_the_inner_future_only_after_its_own_wake_up() {
         let polls = Arc::new(AtomicUsize::new(0));
         let ready = Arc::new(AtomicBool::new(false));
-        let inner_waker = Arc::new(std::sync::Mutex::new(None::<Waker>));
+        let inner_waker = Arc::new(parking_lot::Mutex::new(None::<Waker>));
         let gated = Gated::new(Probe {
             polls: Arc::clone(&polls),
             ready: Arc::clone(&ready),
@@ -122,11 +122,7 @@ mod tests {
 
         // The inner future's own wake-up wakes the task and lets the next poll through.
         ready.store(true, Ordering::SeqCst);
-        let waker = inner_waker
-            .lock()
-            .expect("lock")
-            .take()
-            .expect("registered");
+        let waker = inner_waker.lock().take().expect("registered");
         waker.wake();
         assert_eq!(task_wakes.0.load(Ordering::SeqCst), 1);
         assert!(gated.as_mut().poll(&mut cx).is_ready());

@@ -44,10 +44,10 @@ fn defaults_are_kube_apiserver_defaults() {
     assert_eq!(o.kubeconfig, None);
     assert_eq!(o.identity_forwarding, IdentityForwarding::Passthrough);
     assert_eq!(o.config_dir, None);
-    assert_eq!(o.max_requests_inflight, 400);
-    assert_eq!(o.max_mutating_requests_inflight, 200);
+    assert_eq!(o.limits.max_requests_inflight, 400);
+    assert_eq!(o.limits.max_mutating_requests_inflight, 200);
     assert_eq!(o.server_concurrency_limit(), 600);
-    assert_eq!(o.request_timeout, Duration::from_secs(60));
+    assert_eq!(o.limits.request_timeout, Duration::from_secs(60));
     assert_eq!(o.admin_address, SocketAddr::from(([127, 0, 0, 1], 8081)));
     assert_eq!(o.log_format, LogFormat::Text);
     assert_eq!(o.verbosity, 0);
@@ -144,7 +144,7 @@ fn every_flag_is_accepted() {
     assert_eq!(o.identity_forwarding, IdentityForwarding::Requestheader);
     assert_eq!(o.config_dir, Some(PathBuf::from("/etc/apf")));
     assert_eq!(o.server_concurrency_limit(), 15);
-    assert_eq!(o.request_timeout, Duration::from_secs(90));
+    assert_eq!(o.limits.request_timeout, Duration::from_secs(90));
     assert_eq!(o.admin_address, SocketAddr::from(([0, 0, 0, 0], 9090)));
     assert_eq!(o.log_format, LogFormat::Json);
     assert_eq!(o.verbosity, 2);

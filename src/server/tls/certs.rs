@@ -1,9 +1,10 @@
 //! The serving certificate: loaded from PEM files or generated self-signed, behind a resolver that
 //! can be swapped at run time (certificate reload).
 
+use parking_lot::RwLock;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -33,18 +34,12 @@ impl ReloadableCert {
     /// The certificate new handshakes get.
     pub fn current(&self) -> Arc<CertifiedKey> {
         // A poisoned lock still holds a whole Arc: a panicking writer cannot leave it half-written.
-        self.current
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        self.current.read().clone()
     }
 
     /// Serves `key` to every later handshake; established connections keep theirs.
     pub fn replace(&self, key: Arc<CertifiedKey>) {
-        *self
-            .current
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = key;
+        *self.current.write() = key;
     }
 }
 

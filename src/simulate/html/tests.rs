@@ -2,7 +2,7 @@
 //! of a comparison, and bounded however long the timeline.
 
 use super::*;
-use crate::simulate::record::{FlowRejections, Rejected, SchemaReport, WaitSeconds};
+use crate::simulate::record::{FlowRejections, Rejected, Sample, SchemaReport, WaitSeconds};
 
 fn level(name: &str, arrivals: u64, samples: usize) -> LevelReport {
     LevelReport {
@@ -64,12 +64,15 @@ fn report(levels: Vec<LevelReport>) -> SimReport {
             rejected: Rejected::default(),
         }],
         priority_levels: levels,
+        clients: Vec::new(),
+        notes: Vec::new(),
+        start_unix_seconds: None,
     }
 }
 
 fn page(runs: &[(&str, &SimReport)]) -> String {
     let mut out = Vec::new();
-    write_report(runs, "audit<1>.log", &mut out).expect("write");
+    write_report(runs, ReportSource::Trace("audit<1>.log"), &mut out).expect("write");
     String::from_utf8(out).expect("UTF-8")
 }
 
@@ -79,11 +82,14 @@ fn one_self_contained_page_with_charts_for_the_levels_that_saw_requests() {
     let html = page(&[("simulated", &r)]);
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.trim_end().ends_with("</html>"));
-    // One section of four charts for `busy`; `idle` is in the table only.
-    assert_eq!(html.matches("<section").count(), 1);
-    assert_eq!(html.matches("<svg").count(), 4);
-    assert_eq!(html.matches("</svg>").count(), 4);
-    assert!(html.contains("<td>idle</td>"));
+    // One section of four charts for `busy`; `idle` is folded away in the table.
+    assert_eq!(html.matches("<section class=\"level\"").count(), 1);
+    assert_eq!(
+        html.matches("<svg").count() - html.matches("aria-hidden").count(),
+        4
+    );
+    assert!(html.contains("1 levels saw no requests: idle</summary>"));
+    assert!(html.contains("Not drawn, as nothing reached them: idle."));
     // Why lines were skipped, not only how many.
     assert!(
         html.contains("<li>1 line(s), such as line 1: not a JSON object (EOF while parsing)</li>")
@@ -93,42 +99,108 @@ fn one_self_contained_page_with_charts_for_the_levels_that_saw_requests() {
     assert_eq!(urls, html.matches("http://www.w3.org/2000/svg").count());
     assert!(!html.contains("<script"));
     assert!(!html.contains("<link"));
-    for chart in [
-        "Seats",
-        "Waiting in queues",
-        "Rejected per interval",
-        "Queue wait",
-    ] {
+    for chart in ["Seats", "Waiting in queues", "Rejected", "Queue wait"] {
         assert!(html.contains(chart), "{chart}");
     }
 }
 
 #[test]
-fn names_from_the_configuration_and_the_trace_are_escaped() {
+fn the_summary_says_what_was_rejected_and_queued() {
     let r = report(vec![level("busy", 100, 10)]);
     let html = page(&[("simulated", &r)]);
-    assert!(html.contains("a&lt;b&amp;&quot;c&quot;"));
-    assert!(html.contains("fs&lt;&amp;&gt;"));
-    assert!(html.contains("user&quot;x&#39;"));
-    assert!(html.contains("audit&lt;1&gt;.log"));
-    assert!(!html.contains("a<b&"));
+    let summary = &html[html.find("<h2>Summary</h2>").expect("summary")..];
+    assert!(
+        summary.contains(
+            "<b>busy</b></a> rejected 3 of 100 requests (3.0%): 3 because its queues were full."
+        ),
+        "{summary}"
+    );
+    assert!(summary.contains("<b>busy</b></a> queued requests: half waited 10 ms or less"));
+    assert!(summary.contains("used its whole nominal limit at its peak: 10 of 10 seats."));
+    // Every column carries its unit.
+    assert!(html.contains("wait p99 <small>(s)</small>"));
+    assert!(html.contains("limit <small>(seats)</small>"));
+    assert!(html.contains("x=\"1\"") || html.contains("seconds since the first arrival"));
 }
 
 #[test]
-fn a_comparison_draws_both_runs_and_labels_them() {
-    let (a, b) = (
-        report(vec![level("busy", 100, 30)]),
-        report(vec![level("busy", 100, 30)]),
+fn an_exempt_level_has_no_limit_lines() {
+    let mut exempt = level("exempt", 10, 30);
+    exempt.exempt = true;
+    let html = page(&[("simulated", &report(vec![exempt]))]);
+    assert!(html.contains("(exempt: no limit)"));
+    assert!(html.contains("exempt (none)"));
+    assert!(
+        !html.contains("concurrency limit</span>"),
+        "no limit in the legend"
     );
+    let busy = page(&[("simulated", &report(vec![level("busy", 10, 30)]))]);
+    assert!(busy.contains("concurrency limit</span>"));
+}
+
+#[test]
+fn a_trace_on_the_wall_clock_reads_utc() {
+    let mut r = report(vec![level("busy", 100, 30)]);
+    // 2026-11-26 10:00:00 UTC.
+    r.start_unix_seconds = Some(1_795_687_200.0);
+    let html = page(&[("simulated", &r)]);
+    assert!(
+        html.contains("60.0 s from 2026-11-26 10:00:00 UTC"),
+        "{}",
+        &html[..600]
+    );
+    assert!(html.contains("time (UTC), from 2026-11-26"));
+    assert!(html.contains("10:00:"));
+    assert_eq!(utc_date_time(0.0), "1970-01-01 00:00:00");
+    assert_eq!(utc_date_time(951_782_400.0), "2000-02-29 00:00:00");
+}
+
+#[test]
+fn a_comparison_tells_the_runs_apart_and_lists_the_differences_largest_first() {
+    let a = report(vec![level("busy", 100, 30), level("calm", 10, 30)]);
+    let mut b = report(vec![level("busy", 100, 30), level("calm", 10, 30)]);
+    b.priority_levels[0].rejected.queue_full = 40;
+    b.priority_levels[0].dispatched = 60;
+    b.priority_levels[1].rejected.queue_full = 5;
+    b.priority_levels[1].dispatched = 5;
+    b.flow_schemas[0].priority_level = "calm".to_string();
     let html = page(&[("baseline", &a), ("candidate", &b)]);
-    assert!(html.contains("<h2>baseline</h2>"));
-    assert!(html.contains("<h2>candidate</h2>"));
-    assert!(html.contains("&#9632; baseline"));
-    assert!(html.contains("&#9632; candidate"));
-    assert_eq!(html.matches("<svg").count(), 4, "both runs share the axes");
-    // Both colours appear in the charts.
-    assert!(html.contains("#1F77B4"), "baseline colour");
-    assert!(html.contains("#FF7F0E"), "candidate colour");
+    assert!(html.contains("<h2>baseline run</h2>"));
+    assert!(html.contains("<h2>candidate run</h2>"));
+    assert!(html.contains("the candidate rejects 45 requests where the baseline rejects 6"));
+    let busy = html.find("<td>busy</td><td>97 → 60").expect("busy's row");
+    let calm = html.find("<td>calm</td><td>7 → 5").expect("calm's row");
+    assert!(busy < calm, "the largest change first");
+    assert!(
+        html.contains("<td>busy → calm</td>"),
+        "the FlowSchema moved"
+    );
+    // Both runs share the axes, and the candidate's lines are dashed.
+    let charts = html.matches("<svg").count() - html.matches("aria-hidden").count();
+    assert_eq!(charts, 8, "four charts for each of two levels");
+    assert!(
+        html.contains("stroke-dasharray=\"6 4\""),
+        "the legend shows the dash"
+    );
+}
+
+#[test]
+fn a_workload_report_has_its_clients_and_seconds() {
+    let mut r = report(vec![level("busy", 100, 30)]);
+    r.clients = vec![crate::simulate::record::ClientRecord::new("heavy<1>")
+        .report(std::time::Duration::from_secs(60))];
+    let mut out = Vec::new();
+    write_report(
+        &[("simulated", &r)],
+        ReportSource::Workload("w.yaml"),
+        &mut out,
+    )
+    .expect("write");
+    let html = String::from_utf8(out).expect("UTF-8");
+    assert!(html.contains("Workload: <code>w.yaml</code>"));
+    assert!(html.contains("<td>heavy&lt;1&gt;</td>"));
+    assert!(html.contains("average <small>(seats)</small>"));
+    assert!(html.contains("seconds since the start"));
 }
 
 #[test]
@@ -143,4 +215,35 @@ fn a_day_of_samples_stays_small_and_keeps_its_peaks() {
         points.iter().any(|(_, v)| *v == 1000.0),
         "the one peak survives"
     );
+}
+
+proptest::proptest! {
+    /// Whatever the names in a configuration, a trace or a workload, they never open a tag:
+    /// every `<` in the page starts one of the page's own tags.
+    #[test]
+    fn no_name_opens_a_tag(name in "[a-z<>&\"' /=]{1,16}") {
+        let mut l = level(&name, 10, 5);
+        l.top_flows[0].flow_distinguisher = name.clone();
+        l.top_flows[0].flow_schema = name.clone();
+        let mut r = report(vec![l]);
+        r.flow_schemas[0].name = name.clone();
+        r.flow_schemas[0].priority_level = name.clone();
+        r.clients = vec![crate::simulate::record::ClientRecord::new(&name)
+            .report(std::time::Duration::from_secs(1))];
+        let mut b = r.clone();
+        b.flow_schemas[0].dispatched = 1;
+        let mut out = Vec::new();
+        write_report(&[("baseline", &r), ("candidate", &b)], ReportSource::Workload(&name), &mut out)
+            .expect("write");
+        let html = String::from_utf8(out).expect("UTF-8");
+        for (i, _) in html.match_indices('<') {
+            let next = html[i + 1..].chars().next().unwrap_or(' ');
+            proptest::prop_assert!(
+                next.is_ascii_alphabetic() || next == '/' || next == '!',
+                "a stray < at {}: {}", i, &html[i.saturating_sub(40)..(i + 40).min(html.len())]
+            );
+        }
+        let escaped = escape(&name);
+        proptest::prop_assert!(html.contains(&escaped));
+    }
 }

@@ -87,7 +87,7 @@ impl Pool {
 
     fn put_ready(self: &Arc<Self>, sender: http1::SendRequest<ProxyBody>) {
         let start_reaper = {
-            let mut state = self.lock();
+            let mut state = self.state.lock();
             if state.idle.len() >= MAX_IDLE {
                 state.idle.remove(0);
             }

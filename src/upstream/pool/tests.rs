@@ -197,9 +197,9 @@ async fn idle_connections_are_closed_after_the_idle_timeout() {
     let pool = upstream.pool();
     assert_eq!(get(&pool, "/").await, "ok");
     tokio::task::yield_now().await;
-    assert_eq!(pool.lock().idle.len(), 1);
+    assert_eq!(pool.state.lock().idle.len(), 1);
     tokio::time::sleep(IDLE_TIMEOUT + IDLE_TIMEOUT / 2).await;
-    assert_eq!(pool.lock().idle.len(), 0, "the reaper closed it");
+    assert_eq!(pool.state.lock().idle.len(), 0, "the reaper closed it");
     assert_eq!(get(&pool, "/").await, "ok");
     assert_eq!(upstream.accepted(), 2);
 }
@@ -225,7 +225,7 @@ async fn at_most_max_idle_connections_are_kept() {
         tokio::task::yield_now().await;
     }
     assert_eq!(upstream.accepted(), MAX_IDLE + 8);
-    assert!(pool.lock().idle.len() <= MAX_IDLE);
+    assert!(pool.state.lock().idle.len() <= MAX_IDLE);
 }
 
 #[test]

@@ -201,7 +201,7 @@ async fn requests_beyond_the_stream_limit_open_another_connection_instead_of_que
     assert_eq!(upstream.upstream.accepted(), 3, "5 + 5 + 2 streams");
     assert_eq!(streams(&pool, Route::Short), 12);
     {
-        let state = pool.lock();
+        let state = pool.state.lock();
         let in_use: Vec<u32> = state.h2[0].iter().map(|c| c.in_use()).collect();
         assert_eq!(in_use, [5, 5, 2]);
     }

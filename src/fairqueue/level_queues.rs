@@ -1,4 +1,4 @@
-//! Async admission: wait for seats in a priority level's queue set.
+//! Waiting for seats: a priority level's queue set as requests see it (the queue's state machine).
 //!
 //! Mirrors the waiting half of `queueset.go` (`StartRequest` → `Finish` → `wait`) and
 //! `apf_filter.go: Handle`, over tokio: the sans-I/O [`QueueSet`] sits behind a mutex that is never
@@ -6,9 +6,10 @@
 //! when it is dispatched or times out. The future's drop guard takes a request out of its queue the
 //! moment its caller goes away. [`Seat`] is the RAII value that releases the seats.
 
+use parking_lot::Mutex;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
@@ -80,7 +81,7 @@ struct LevelState {
 pub struct LevelQueues {
     name: Arc<str>,
     state: Mutex<LevelState>,
-    observer: Option<Arc<dyn AdmissionObserver>>,
+    observer: Option<Arc<dyn LevelObserver>>,
 }
 
 impl std::fmt::Debug for LevelQueues {
@@ -109,7 +110,7 @@ impl LevelQueues {
         config: QueuingConfig,
         concurrency_limit: u32,
         now: Instant,
-        observer: Option<Arc<dyn AdmissionObserver>>,
+        observer: Option<Arc<dyn LevelObserver>>,
     ) -> Result<Arc<LevelQueues>, QueueSetError> {
         let mut qs = QueueSet::new(config, concurrency_limit, now)?;
         if observer.is_some() {
@@ -162,7 +163,7 @@ impl LevelQueues {
             deadline: Some(deadline),
             flow: req.flow,
         };
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         let started = st.qs.start_request(arrived, arrival);
         let out = match started {
             Started::Executing(id) => Err(Ok(st.qs.seats_of(id).map(|s| (id, s)))),
@@ -220,7 +221,7 @@ impl LevelQueues {
         let waited = now.saturating_duration_since(guard.arrived);
         let (level, seats) = (&guard.level, guard.seats);
         let flow_schema = Arc::clone(&guard.flow_schema);
-        let mut st = level.lock();
+        let mut st = level.state.lock();
         let outcome = match st.qs.state(id) {
             Some(RequestState::Executing) => Ok(st.qs.seats_of(id).unwrap_or(seats)),
             Some(RequestState::Waiting) => {
@@ -257,13 +258,13 @@ impl LevelQueues {
 
     /// The seat-demand statistics since the last call; starts a new period.
     pub fn reset_seat_demand(&self, now: Instant) -> IntegratorResults {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         st.demand.reset(now)
     }
 
     /// The level's figures now.
     pub fn stats(&self) -> LevelStats {
-        let st = self.lock();
+        let st = self.state.lock();
         LevelStats {
             waiting: st.qs.waiting(),
             executing: st.qs.executing(),
@@ -277,30 +278,24 @@ impl LevelQueues {
 
     /// The readings behind the dispatch gauges ([`QueueSet::dispatch_readings`]).
     pub fn dispatch_readings(&self) -> Option<DispatchR> {
-        self.lock().qs.dispatch_readings()
+        self.state.lock().qs.dispatch_readings()
     }
 
     /// Every queue and request (debug endpoints).
     pub fn dump(&self) -> QueueSetDump {
-        self.lock().qs.dump()
+        self.state.lock().qs.dump()
     }
 
     /// Nothing waiting, executing or holding final seats.
     pub fn is_drained(&self) -> bool {
-        self.lock().qs.is_drained()
+        self.state.lock().qs.is_drained()
     }
 
     fn with_queue_set<R>(&self, now: Instant, f: impl FnOnce(&mut QueueSet<Waiter>) -> R) -> R {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         let r = f(&mut st.qs);
         self.after_change(&mut st, now);
         r
-    }
-
-    fn lock(&self) -> MutexGuard<'_, LevelState> {
-        // A panic while holding the lock cannot leave the counts half-updated in a way that
-        // is worse than refusing all further service, so keep going.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn seat(self: &Arc<Self>, id: RequestId, waited: Duration, fs: Arc<str>, seats: u32) -> Seat {
@@ -557,9 +552,9 @@ impl Drop for Seat {
 
 /// Hooks for the per-FlowSchema metrics (`current_inqueue_*`, `current_executing_seats`,
 /// `request_queue_length_after_enqueue`, `rejected_requests_total{reason="time-out"}` for callers
-/// that go away) and the queue set's own (see [`AdmissionObserver::noted`]). Called outside the
+/// that go away) and the queue set's own (see [`LevelObserver::noted`]). Called outside the
 /// level's lock except `noted`; every method defaults to nothing.
-pub trait AdmissionObserver: Send + Sync {
+pub trait LevelObserver: Send + Sync {
     /// A request entered a queue, which now holds `queue_length` waiting requests.
     fn enqueued(
         &self,
