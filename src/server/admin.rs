@@ -15,7 +15,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -39,7 +39,7 @@ pub struct ReadyFlag(Arc<ReadyState>);
 struct ReadyState {
     ready: AtomicBool,
     /// Why the check fails, for `?verbose` callers allowed to see it.
-    reason: Mutex<Option<String>>,
+    reason: parking_lot::Mutex<Option<String>>,
 }
 
 // === impl ReadyFlag ===
@@ -49,7 +49,7 @@ impl ReadyFlag {
     pub fn new(ready: bool) -> Self {
         Self(Arc::new(ReadyState {
             ready: AtomicBool::new(ready),
-            reason: Mutex::new(None),
+            reason: parking_lot::Mutex::new(None),
         }))
     }
 
@@ -78,11 +78,8 @@ impl ReadyFlag {
         self.reason().clone()
     }
 
-    fn reason(&self) -> std::sync::MutexGuard<'_, Option<String>> {
-        self.0
-            .reason
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn reason(&self) -> parking_lot::MutexGuard<'_, Option<String>> {
+        self.0.reason.lock()
     }
 }
 
