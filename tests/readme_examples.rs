@@ -264,3 +264,105 @@ fn the_matcher_ignores_whitespace_and_takes_ellipses_for_any_text() {
     assert!(!matches("...\nc\n...\nb", "b\nc"));
     assert!(matches("...", "anything"));
 }
+
+/// The quick start's recipe for a 429 on purpose, run on free ports: `examples/narrow/` gives
+/// everyone one seat that rejects, an upstream that never answers holds it, the second request
+/// gets 429 and `/metrics` counts it.
+#[test]
+fn the_quick_start_429_recipe_gives_a_429_and_metrics_count_it() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    // Listening, never accepting: connections complete in the kernel's backlog and hang.
+    let upstream = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let upstream = upstream.local_addr().expect("addr");
+    let mut proxy = Command::new(env!("CARGO_BIN_EXE_kube-apf-proxy"))
+        .args([
+            "serve",
+            "--config-dir",
+            "examples/narrow",
+            "--upstream",
+            &format!("http://{upstream}"),
+            "--bind-address",
+            "127.0.0.1",
+            "--secure-port",
+            "0",
+            "--admin-address",
+            "127.0.0.1:0",
+        ])
+        .current_dir(root())
+        .env_remove("RUST_LOG")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the proxy starts");
+    let stderr = BufReader::new(proxy.stderr.take().expect("stderr"));
+    let serving = stderr
+        .lines()
+        .map_while(Result::ok)
+        .take(50)
+        .find(|line| line.contains("Serving secure="))
+        .expect("the proxy says where it serves");
+    let port_of = |key: &str| -> String {
+        let at = serving.find(key).expect(key) + key.len();
+        serving[at..]
+            .split_whitespace()
+            .next()
+            .and_then(|addr| addr.rsplit(':').next())
+            .expect("a port")
+            .to_owned()
+    };
+    let (secure, admin) = (port_of("secure="), port_of("admin="));
+    let url = format!("https://127.0.0.1:{secure}/api/v1/namespaces/default/pods");
+
+    let mut holder = Command::new("curl")
+        .args(["-sk", "-m", "20", "-o", "/dev/null", &url])
+        .spawn()
+        .expect("curl runs");
+    let metrics = || {
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-m",
+                "5",
+                &format!("http://127.0.0.1:{admin}/metrics"),
+            ])
+            .output()
+            .expect("curl runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let executing =
+        "apiserver_flowcontrol_current_executing_requests{flow_schema=\"everyone\",priority_level=\"narrow\"} 1";
+    let mut seen = false;
+    for _ in 0..100 {
+        if metrics().contains(executing) {
+            seen = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(seen, "the first request holds narrow's seat");
+    let second = Command::new("curl")
+        .args([
+            "-sk",
+            "-m",
+            "10",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &url,
+        ])
+        .output()
+        .expect("curl runs");
+    assert_eq!(String::from_utf8_lossy(&second.stdout), "429");
+    let counted = "apiserver_flowcontrol_rejected_requests_total{flow_schema=\"everyone\",priority_level=\"narrow\",reason=\"concurrency-limit\"} 1";
+    let scraped = metrics();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    assert!(scraped.contains(counted), "{scraped}");
+    // The README shows both lines.
+    let text = readme();
+    assert!(text.contains(counted) && text.contains(executing));
+}
