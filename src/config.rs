@@ -63,7 +63,7 @@ impl fmt::Display for Problem {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The directory could not be listed.
-    #[error("cannot read configuration directory {}: {source}", dir.display())]
+    #[error("--config-dir {}: cannot read the directory: {source}", dir.display())]
     ReadDir {
         /// The directory.
         dir: PathBuf,

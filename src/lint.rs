@@ -21,7 +21,7 @@ use crate::config::Loaded;
 
 pub use sharding::mouse_squash_probability;
 
-/// A warning's stable code. The README lists each with an example and the fix.
+/// A warning's stable code. docs/lint-webhook-explain.md lists each with an example and the fix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum Code {
     /// A FlowSchema that can never match: earlier schemas take every request it accepts.

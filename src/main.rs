@@ -23,7 +23,10 @@ use kube_apf_proxy::server::ServeOptions;
     name = "kube-apf-proxy",
     version,
     about,
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    override_usage = "kube-apf-proxy [serve] [SERVE FLAGS]\n       kube-apf-proxy <COMMAND> [FLAGS]",
+    after_help = SERVE_HINT,
+    after_long_help = SERVE_HINT
 )]
 struct Cli {
     #[command(subcommand)]
@@ -32,32 +35,66 @@ struct Cli {
     serve: ServeOptions,
 }
 
+/// What the top-level help says in place of the `serve` flags it leaves out.
+const SERVE_HINT: &str =
+    "Without a command, kube-apf-proxy serves: `kube-apf-proxy --upstream URL` is \
+`kube-apf-proxy serve --upstream URL`.\nThe serve flags: `kube-apf-proxy serve --help`. \
+classify, lint, simulate, check and config need no cluster.";
+
+/// The command line, with the `serve` flags that the top level also takes left out of its help
+/// (they are `serve --help`'s; listing them there buried the commands under 200 lines).
+fn command_line() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command().mut_args(|arg| {
+        let own = matches!(arg.get_id().as_str(), "help" | "version");
+        if own {
+            arg
+        } else {
+            arg.hide(true)
+        }
+    })
+}
+
+fn parse() -> Cli {
+    use clap::FromArgMatches;
+    let matches = command_line().get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the proxy (the default command).
     Serve(Box<ServeOptions>),
-    /// Load and validate a configuration directory: exit 0 when valid, 1 with one line per problem.
+    /// Load and validate a configuration directory: exit 0 when valid, 1 with one line per
+    /// problem, 2 when the directory or a file in it cannot be read.
     Check {
         /// The configuration directory (.yaml, .yml, .json files).
         #[arg(long)]
         config_dir: PathBuf,
     },
-    /// Print how requests are classified, as JSON.
+    /// Print how requests are classified (FlowSchema, priority level, flow), as JSON; no cluster
+    /// needed.
     Classify(ClassifyArgs),
-    /// Report configuration errors (as `check`), then configurations that load but do harm:
-    /// shadowed FlowSchemas, precedence ties, broad subjects on privileged levels, unused or
-    /// missing levels, tiny or undrainable levels, weak shuffle sharding, contradictory
-    /// lending/borrowing and removed API versions. Exit 0 clean, 1 errors, 3 warnings only.
+    /// Report configuration errors (as `check`), then configurations that load but do harm.
+    /// Exit 0 clean, 1 errors, 2 when the configuration cannot be read, 3 warnings only.
+    ///
+    /// The findings: shadowed FlowSchemas, precedence ties, broad subjects on privileged levels,
+    /// unused or missing levels, tiny or undrainable levels, weak shuffle sharding,
+    /// contradictory lending/borrowing and removed API versions.
     Lint(LintArgs),
-    /// The validating admission webhook: `POST /validate` takes an admission.k8s.io/v1
-    /// AdmissionReview of a FlowSchema, a PriorityLevelConfiguration or the proxy's configuration
+    /// The validating admission webhook for FlowSchemas, PriorityLevelConfigurations and the
+    /// proxy's ConfigMap (without --tls-cert-file it generates a self-signed certificate).
+    ///
+    /// `POST /validate` takes an admission.k8s.io/v1 AdmissionReview of a FlowSchema, a PriorityLevelConfiguration or the proxy's configuration
     /// ConfigMap; errors deny (422 Invalid), lint findings warn. Also `/healthz`, `/readyz`,
     /// `/metrics`.
     Webhook(Box<kube_apf_proxy::admission::WebhookOptions>),
-    /// Replay a recorded workload (Kubernetes audit events, the proxy's JSON access log, or
-    /// trace lines), or run synthetic closed-loop clients (--workload), through flow control in
-    /// virtual time, and report per priority level, FlowSchema (and client) what would have
-    /// been dispatched, queued and rejected.
+    /// Replay a recorded workload, or run synthetic clients, through flow control in virtual
+    /// time; no cluster needed.
+    ///
+    /// The workload: Kubernetes audit events, the proxy's JSON access log, or trace lines; or
+    /// closed-loop clients (--workload). The report says per priority level, FlowSchema (and
+    /// client) what would have been dispatched, queued and rejected.
     Simulate(Box<SimulateArgs>),
     /// Configuration commands.
     Config {
@@ -103,8 +140,15 @@ struct ClassifyArgs {
     /// that failed, then the verdict (one request only).
     #[arg(long, conflicts_with = "requests")]
     explain: bool,
-    /// With --explain: `text` or `json`.
-    #[arg(long, value_enum, default_value = "text", requires = "explain")]
+    /// With --explain: `text` (each FlowSchema tried, one line each, then the verdict) or
+    /// `json` (the same as one object).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "text",
+        requires = "explain",
+        hide_possible_values = true
+    )]
     output: cli::lint::Output,
 }
 
@@ -221,7 +265,7 @@ impl LintArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
     let result = match cli.command.unwrap_or(Command::Serve(Box::new(cli.serve))) {
         Command::Serve(opts) => cli::serve(*opts),
         Command::Check { config_dir } => cli::check(&config_dir),
@@ -260,7 +304,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", kube_apf_proxy::causes::render_anyhow(&err));
             ExitCode::from(2)
         }
     }

@@ -283,11 +283,11 @@ fn missing_directory_is_an_io_error() {
         "/nonexistent/kube-apf-proxy-config",
     ]);
     assert_eq!(r.code, Some(2));
-    assert!(
-        r.stderr
-            .contains("cannot read configuration directory /nonexistent/kube-apf-proxy-config"),
-        "{}",
-        r.stderr
+    assert_eq!(
+        r.stderr,
+        "error: --config-dir /nonexistent/kube-apf-proxy-config: cannot read the directory: \
+         No such file or directory (os error 2)\n",
+        "the flag named, the cause once"
     );
 }
 
@@ -337,4 +337,25 @@ fn problems_are_listed_file_by_file() {
     let a = format!("{dir}/a.yaml");
     let b = format!("{dir}/b.yaml");
     assert_eq!(files, [a.as_str(), &b]);
+}
+
+#[test]
+fn an_unknown_field_close_to_a_known_one_gets_a_did_you_mean() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("schema.yaml"),
+        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata:\n  name: typo\n\
+         spec:\n  matchingPrecendence: 500\n  priorityLevelConfiguration:\n    name: global-default\n",
+    )
+    .expect("write");
+    let dir = dir.path().to_str().expect("utf-8 path");
+    let r = run(&["check", "--config-dir", dir]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        format!(
+            "{dir}/schema.yaml: FlowSchema/typo: spec.matchingPrecendence: Unknown field: \
+             did you mean \"matchingPrecedence\"?\n"
+        )
+    );
 }

@@ -32,10 +32,15 @@ pub async fn wait_for_upstream(upstream: UpstreamClient, ready: ReadyFlag) {
                 ready.set(true);
                 return;
             }
-            Err(error) if attempts == 1 || attempts % 30 == 0 => {
-                tracing::warn!(%error, attempts, "Upstream not ready; not ready either");
+            Err(error) => {
+                let reason = crate::causes::render(error.as_ref());
+                if attempts == 1 || attempts % 30 == 0 {
+                    tracing::warn!(error = %reason, attempts, "Upstream not ready; not ready either");
+                } else {
+                    tracing::debug!(error = %reason, attempts, "Upstream not ready");
+                }
+                ready.set_not_ready(format!("{reason} (attempt {attempts})"));
             }
-            Err(error) => tracing::debug!(%error, attempts, "Upstream not ready"),
         }
         tokio::time::sleep(PROBE_INTERVAL).await;
     }

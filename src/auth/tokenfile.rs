@@ -19,7 +19,7 @@ use super::Identity;
 #[derive(Debug, thiserror::Error)]
 pub enum TokenFileError {
     /// The file could not be read.
-    #[error("reading token file '{}': {source}", path.display())]
+    #[error("--token-auth-file {}: cannot read: {source}", path.display())]
     Read {
         /// The file.
         path: PathBuf,

@@ -66,7 +66,8 @@ pub fn run(config_dir: Option<&Path>, source: ClassifySource) -> anyhow::Result<
             classifier.classify_lines(io::stdin().lock(), &mut out, true)?
         }
         ClassifySource::Lines(path) => {
-            let file = File::open(&path).with_context(|| format!("opening {path}"))?;
+            let file =
+                File::open(&path).with_context(|| format!("--requests {path}: cannot read"))?;
             classifier.classify_lines(BufReader::new(file), &mut out, false)?
         }
     };

@@ -88,7 +88,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     let input: Box<dyn BufRead> = if trace == "-" {
         Box::new(BufReader::new(io::stdin().lock()))
     } else {
-        let file = File::open(trace).with_context(|| format!("open {trace}"))?;
+        let file = File::open(trace).with_context(|| format!("--trace {trace}: cannot read"))?;
         Box::new(BufReader::with_capacity(1 << 16, file))
     };
     let trace_options = TraceOptions {
@@ -123,7 +123,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         report.start_unix_seconds = first.filter(|_| wall_clock).map(|d| d.as_secs_f64());
     }
     if let Some(error) = errors.fatal.take() {
-        return Err(error).context(format!("read {trace}"));
+        return Err(error).context(format!("--trace {trace}"));
     }
     let stats = reader.stats();
     if stats.requests == 0 && !errors.strict_stop {
@@ -161,7 +161,8 @@ fn run_workload(
     configs: &[&Config],
     options: &SimOptions,
 ) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--workload {}: cannot read", path.display()))?;
     let workload = parse_workload(&text).map_err(|e| {
         let lines: Vec<String> = e
             .problems
@@ -569,7 +570,8 @@ fn secs(s: f64) -> String {
 /// Reads `--object-counts`: a YAML or JSON map from resource (`pods`, `deployments.apps`) to the
 /// number of stored objects, as the apiserver's `apiserver_storage_objects` gives them.
 pub fn read_object_counts(path: &Path) -> anyhow::Result<Vec<(String, u64)>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--object-counts {}: cannot read", path.display()))?;
     let counts: std::collections::BTreeMap<String, u64> = serde_yaml::from_str(&text)
         .with_context(|| {
             format!(

@@ -7,7 +7,8 @@
 //!
 //! Mirrors the apiserver's `pkg/server/healthz/healthz.go` output: `ok` on success; with
 //! `?verbose`, one `[+]check ok` line per check and `<path> check passed`; on failure, 500 with
-//! `[-]check failed: reason withheld` lines and `<path> check failed`. The only checks are `ping`
+//! `[-]check failed: reason withheld` lines and `<path> check failed` (the reason itself, such as
+//! why the upstream is not ready, to a `?verbose` caller allowed to read `/metrics`). The only checks are `ping`
 //! and, for `/readyz`, `upstream` and `config-source` (when the caller has them) and `shutdown`
 //! (failing once shutdown starts or while the caller says not ready);
 //! each is also served alone, as `/healthz/ping` or `/readyz/shutdown`.
@@ -29,24 +30,56 @@ use tokio::task::JoinSet;
 use super::shutdown::ShutdownSignal;
 use super::{full_body, Handler, ProxyBody, ServerError};
 
-/// Whether `/readyz` passes; shared between the admin listener and whoever decides readiness.
+/// Whether `/readyz` passes, and why not when it does not; shared between the admin listener and
+/// whoever decides readiness.
 #[derive(Debug, Clone)]
-pub struct ReadyFlag(Arc<AtomicBool>);
+pub struct ReadyFlag(Arc<ReadyState>);
+
+#[derive(Debug)]
+struct ReadyState {
+    ready: AtomicBool,
+    /// Why the check fails, for `?verbose` callers allowed to see it.
+    reason: parking_lot::Mutex<Option<String>>,
+}
+
+// === impl ReadyFlag ===
 
 impl ReadyFlag {
     /// A flag with the given initial state.
     pub fn new(ready: bool) -> Self {
-        Self(Arc::new(AtomicBool::new(ready)))
+        Self(Arc::new(ReadyState {
+            ready: AtomicBool::new(ready),
+            reason: parking_lot::Mutex::new(None),
+        }))
     }
 
-    /// Sets readiness.
+    /// Sets readiness (clearing any reason).
     pub fn set(&self, ready: bool) {
-        self.0.store(ready, Ordering::Relaxed);
+        *self.reason() = None;
+        self.0.ready.store(ready, Ordering::Relaxed);
+    }
+
+    /// Not ready, because of `reason` (shown by `/readyz?verbose` to callers allowed to see it).
+    pub fn set_not_ready(&self, reason: String) {
+        *self.reason() = Some(reason);
+        self.0.ready.store(false, Ordering::Relaxed);
     }
 
     /// Whether `/readyz` passes now.
     pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.ready.load(Ordering::Relaxed)
+    }
+
+    /// Why the check fails, when it does and a reason was given.
+    pub fn failure_reason(&self) -> Option<String> {
+        if self.is_ready() {
+            return None;
+        }
+        self.reason().clone()
+    }
+
+    fn reason(&self) -> parking_lot::MutexGuard<'_, Option<String>> {
+        self.0.reason.lock()
     }
 }
 
@@ -115,6 +148,36 @@ impl AdminRoutes {
         }
     }
 
+    /// The checks of a health endpoint (none for other paths).
+    fn checks(&self, endpoint: &str) -> Vec<Check> {
+        match endpoint {
+            "healthz" | "livez" => vec![Check::passed("ping")],
+            "readyz" => {
+                let mut checks = vec![Check::passed("ping")];
+                if let Some(upstream) = &self.upstream {
+                    checks.push(Check::of("upstream", upstream));
+                }
+                if let Some(config) = &self.config_source {
+                    checks.push(Check::of("config-source", config));
+                }
+                checks.push(Check::of("shutdown", &self.ready));
+                checks
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether the caller may read why a check fails: anyone who reaches a listener without a
+    /// gate (plain HTTP, loopback unless `--admin-secure=false` says otherwise, where `/metrics`
+    /// is open too), and in secure mode a caller the gate lets through to `/metrics`. Others get
+    /// the apiserver's `reason withheld`.
+    async fn may_see_reasons(&self, request: &Request<Incoming>) -> bool {
+        match &self.gate {
+            None => true,
+            Some(gate) => gate.check(request).await.is_none(),
+        }
+    }
+
     /// Answers one admin request.
     pub async fn handle(&self, request: Request<Incoming>) -> Response<ProxyBody> {
         let verbose = request.uri().query().is_some_and(|q| {
@@ -126,27 +189,17 @@ impl AdminRoutes {
             Some(Some((endpoint, check))) => (endpoint, Some(check)),
             _ => (path.trim_start_matches('/'), None),
         };
-        let checks = match endpoint {
-            "healthz" | "livez" => vec![("ping", true)],
-            "readyz" => {
-                let mut checks = vec![("ping", true)];
-                if let Some(upstream) = &self.upstream {
-                    checks.push(("upstream", upstream.is_ready()));
-                }
-                if let Some(config) = &self.config_source {
-                    checks.push(("config-source", config.is_ready()));
-                }
-                checks.push(("shutdown", self.ready.is_ready()));
-                checks
-            }
-            _ => Vec::new(),
-        };
+        let checks = self.checks(endpoint);
         match check {
             _ if checks.is_empty() => {}
-            None => return health(endpoint, &checks, verbose),
+            None => {
+                let reasons = verbose && checks.iter().any(|c| c.reason.is_some());
+                let shown = reasons && self.may_see_reasons(&request).await;
+                return health(endpoint, &checks, verbose, shown);
+            }
             Some(name) => {
-                if let Some((_, ok)) = checks.iter().find(|(n, _)| *n == name) {
-                    return single_check(name, *ok);
+                if let Some(found) = checks.iter().find(|c| c.name == name) {
+                    return single_check(name, found.passed);
                 }
             }
         }
@@ -174,20 +227,52 @@ fn single_check(name: &str, passed: bool) -> Response<ProxyBody> {
     }
 }
 
-/// A health endpoint's answer for the given `(check, passed)` list.
-fn health(path: &str, checks: &[(&str, bool)], verbose: bool) -> Response<ProxyBody> {
-    let passed = checks.iter().all(|(_, ok)| *ok);
+/// One check of a health endpoint.
+#[derive(Debug)]
+struct Check {
+    name: &'static str,
+    passed: bool,
+    reason: Option<String>,
+}
+
+impl Check {
+    fn passed(name: &'static str) -> Self {
+        Check {
+            name,
+            passed: true,
+            reason: None,
+        }
+    }
+
+    fn of(name: &'static str, flag: &ReadyFlag) -> Self {
+        Check {
+            name,
+            passed: flag.is_ready(),
+            reason: flag.failure_reason(),
+        }
+    }
+}
+
+/// A health endpoint's answer for the given checks; `show_reasons` replaces the apiserver's
+/// `reason withheld` with the check's reason where it has one.
+fn health(path: &str, checks: &[Check], verbose: bool, show_reasons: bool) -> Response<ProxyBody> {
+    let passed = checks.iter().all(|c| c.passed);
     if passed && !verbose {
         return text(StatusCode::OK, "ok".to_owned());
     }
     let mut body = String::new();
-    for (name, ok) in checks {
-        if *ok {
+    for check in checks {
+        let name = check.name;
+        if check.passed {
             if verbose {
                 body.push_str(&format!("[+]{name} ok\n"));
             }
         } else {
-            body.push_str(&format!("[-]{name} failed: reason withheld\n"));
+            let reason = match &check.reason {
+                Some(reason) if show_reasons => reason.replace('\n', " "),
+                _ => "reason withheld".to_owned(),
+            };
+            body.push_str(&format!("[-]{name} failed: {reason}\n"));
         }
     }
     if passed {

@@ -33,27 +33,34 @@ use super::options::ServeOptions;
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// A PEM file could not be read or parsed.
-    #[error("{path}: cannot read {what}: {source}")]
+    #[error("{flag} {}: cannot read {what}: {}", path.display(), pem_reason(error))]
     Pem {
+        /// The flag that named the file.
+        flag: &'static str,
         /// The file.
         path: PathBuf,
         /// What was expected in it.
         what: &'static str,
-        /// The reason.
-        source: rustls_pki_types::pem::Error,
+        /// The reason (not a `source`: the message says it, without the `I/O error: ` wrapper).
+        error: rustls_pki_types::pem::Error,
     },
     /// A PEM file without a single certificate.
-    #[error("{0}: no certificate found")]
-    NoCertificates(PathBuf),
+    #[error("{flag} {}: no certificate found (a PEM file with BEGIN CERTIFICATE blocks is expected)", path.display())]
+    NoCertificates {
+        /// The flag that named the file.
+        flag: &'static str,
+        /// The file.
+        path: PathBuf,
+    },
     /// The key is unusable or does not belong to the certificate.
-    #[error("{cert_file} and {key_file}: {source}")]
+    #[error("--tls-cert-file {} and --tls-private-key-file {}: {}", cert_file.display(), key_file.display(), key_pair_reason(error))]
     KeyPair {
         /// The certificate file.
         cert_file: PathBuf,
         /// The key file.
         key_file: PathBuf,
-        /// The reason.
-        source: rustls::Error,
+        /// The reason (not a `source`: the message says it in plainer words).
+        error: rustls::Error,
     },
     /// A client CA certificate rustls refuses as a trust anchor.
     #[error("client CA certificate {index}: {source}")]
@@ -72,6 +79,25 @@ pub enum TlsError {
     /// The versions and cipher suites leave nothing to negotiate.
     #[error("TLS versions and cipher suites: {0}")]
     Protocol(rustls::Error),
+}
+
+/// A PEM error's reason without the `I/O error: ` prefix, whose cause then follows once.
+fn pem_reason(error: &rustls_pki_types::pem::Error) -> String {
+    match error {
+        rustls_pki_types::pem::Error::Io(io) => io.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// rustls's words for a key that is not the certificate's (`keys may not be consistent:
+/// KeyMismatch`), said plainly.
+fn key_pair_reason(error: &rustls::Error) -> String {
+    match error {
+        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+            "the private key does not belong to the certificate (is it the key of another certificate?)".to_owned()
+        }
+        other => other.to_string(),
+    }
 }
 
 /// The inputs of the server's TLS configuration.
@@ -249,11 +275,16 @@ fn server_config(
 /// is wired in.)
 pub fn load_client_ca_roots(opts: &ServeOptions) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let mut roots = Vec::new();
-    for path in [&opts.client_ca_file, &opts.requestheader_client_ca_file]
-        .into_iter()
-        .flatten()
-    {
-        for cert in load_certificates(path)? {
+    let files = [
+        ("--client-ca-file", &opts.client_ca_file),
+        (
+            "--requestheader-client-ca-file",
+            &opts.requestheader_client_ca_file,
+        ),
+    ];
+    for (flag, path) in files {
+        let Some(path) = path else { continue };
+        for cert in load_certificates(path, flag)? {
             if !roots.contains(&cert) {
                 roots.push(cert);
             }

@@ -19,7 +19,7 @@ use super::exec_credential::{validate, ExecCluster, ExecConfig};
 #[derive(Debug, thiserror::Error)]
 pub enum KubeconfigError {
     /// The file cannot be read.
-    #[error("reading kubeconfig {path}: {source}")]
+    #[error("--kubeconfig {}: cannot read: {source}", path.display())]
     Read {
         /// The kubeconfig path.
         path: PathBuf,
@@ -28,7 +28,7 @@ pub enum KubeconfigError {
         source: std::io::Error,
     },
     /// The file is not a kubeconfig.
-    #[error("parsing kubeconfig {path}: {source}")]
+    #[error("--kubeconfig {}: not a kubeconfig: {source}", path.display())]
     Parse {
         /// The kubeconfig path.
         path: PathBuf,

@@ -328,7 +328,9 @@ impl Pool {
     }
 
     fn unavailable(&self, error: BoxError) -> UpstreamError {
-        UpstreamError::Unavailable(format!("connecting to {}: {error}", self.authority).into())
+        UpstreamError::Unavailable(
+            super::error::connect_failure(error.as_ref(), &self.scheme, &self.authority).into(),
+        )
     }
 
     /// HTTP/1.1 wants origin-form (`/path?query`) and a `Host`.

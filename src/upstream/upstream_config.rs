@@ -55,6 +55,16 @@ pub enum UpstreamConfigError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A file a flag named cannot be read or is too large.
+    #[error("{flag} {}: cannot read: {reason}", path.display())]
+    FlagFile {
+        /// The flag.
+        flag: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// A file cannot be read or is too large.
     #[error("reading {path}: {reason}")]
     Read {
@@ -180,6 +190,7 @@ impl UpstreamConfig {
         &self,
         env: &InClusterEnv,
     ) -> Result<ResolvedUpstream, UpstreamConfigError> {
+        self.check_flag_files()?;
         let mut base = match (&self.kubeconfig, &self.upstream) {
             (Some(path), _) => Kubeconfig::load(path)?,
             (None, Some(_)) => KubeconfigContext::default(),
@@ -203,6 +214,30 @@ impl UpstreamConfig {
             base.token_file = Some(token_file.clone());
         }
         resolve_context(base)
+    }
+}
+
+impl UpstreamConfig {
+    /// Reads each file a flag names once, so that one that cannot be read is reported with its
+    /// flag (`--upstream-ca-file /nope: cannot read: ...`) rather than as a bare path.
+    fn check_flag_files(&self) -> Result<(), UpstreamConfigError> {
+        let files = [
+            ("--upstream-ca-file", &self.ca_file),
+            ("--upstream-client-cert-file", &self.client_cert_file),
+            ("--upstream-client-key-file", &self.client_key_file),
+            ("--upstream-token-file", &self.token_file),
+        ];
+        for (flag, path) in files {
+            let Some(path) = path else { continue };
+            if let Err(UpstreamConfigError::Read { reason, .. }) = read_bounded(path) {
+                return Err(UpstreamConfigError::FlagFile {
+                    flag,
+                    path: path.clone(),
+                    reason,
+                });
+            }
+        }
+        Ok(())
     }
 }
 

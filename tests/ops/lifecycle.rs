@@ -28,13 +28,18 @@ async fn readiness_waits_for_an_upstream_that_does_not_answer() {
         listener.local_addr().expect("addr").port()
     };
     let world = World::start(10, &[&format!("--upstream=http://127.0.0.1:{port}")]).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until(|| world.app().ready().upstream.failure_reason().is_some()).await;
     assert!(!world.app().ready().is_ready());
     let (status, _) = world.admin("/readyz").await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
-    // The reason is named: the upstream, not a shutdown.
+    // The reason is named to a loopback caller: the upstream, which address, and a hint.
     let (_, verbose) = world.admin("/readyz?verbose").await;
-    assert!(verbose.contains("[-]upstream failed"), "{verbose}");
+    let want = format!(
+        "[-]upstream failed: the upstream apiserver is unavailable: connecting to \
+         http://127.0.0.1:{port}: tcp connect error: Connection refused (os error 111) \
+         (is the upstream apiserver running and listening on 127.0.0.1:{port}?) (attempt "
+    );
+    assert!(verbose.contains(&want), "{verbose}");
     assert!(verbose.contains("[+]shutdown ok"), "{verbose}");
 }
 

@@ -234,11 +234,14 @@ async fn an_upstream_tls_handshake_that_fails_gives_a_5xx_status_without_credent
     let secret = "proxy-secret-token";
     let cases = [
         // The upstream's certificate is not signed by the CA the proxy trusts.
-        (fake.url.clone(), "invalid peer certificate"),
+        (
+            fake.url.clone(),
+            "invalid peer certificate: UnknownIssuer (the upstream's certificate is not trusted",
+        ),
         // A plain-HTTP server where https is configured.
         (
             plain.url.replace("http://", "https://"),
-            "connecting to 127.0.0.1:",
+            "does not answer in TLS; if it serves plain HTTP, use --upstream http://127.0.0.1:",
         ),
     ];
     for (upstream, says) in cases {

@@ -8,7 +8,9 @@ use http::{Request, StatusCode};
 use http_body_util::Empty;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use kube_apf_proxy::server::{full_body, shutdown_channel, AdminRoutes, AdminServer, ReadyFlag};
+use kube_apf_proxy::server::{
+    full_body, shutdown_channel, AdminGate, AdminRoutes, AdminServer, DenyAll, ReadyFlag,
+};
 
 async fn get(addr: SocketAddr, path: &str) -> (StatusCode, String, String) {
     let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
@@ -110,4 +112,52 @@ async fn other_admin_paths_go_to_the_given_routes() {
     tokio::spawn(admin.serve(signal));
     assert_eq!(get(addr, "/metrics").await.2, "metrics for /metrics");
     assert_eq!(get(addr, "/healthz").await.2, "ok");
+}
+
+/// Starts an admin listener whose upstream check fails with a reason, behind `gate`.
+async fn not_ready_upstream(gate: Option<Arc<dyn AdminGate>>) -> SocketAddr {
+    let upstream = ReadyFlag::new(true);
+    upstream.set_not_ready("connecting to http://127.0.0.1:1: connection refused".to_owned());
+    let routes = AdminRoutes {
+        upstream: Some(upstream),
+        gate,
+        ..AdminRoutes::new(ReadyFlag::new(true))
+    };
+    let admin = AdminServer::bind(SocketAddr::from(([127, 0, 0, 1], 0)), routes)
+        .await
+        .expect("bind");
+    let addr = admin.local_addr();
+    let (trigger, signal) = shutdown_channel();
+    tokio::spawn(async move {
+        let _keep = trigger;
+        admin.serve(signal).await
+    });
+    addr
+}
+
+#[tokio::test]
+async fn readyz_verbose_says_why_to_a_caller_allowed_to_see_it() {
+    let open = not_ready_upstream(None).await;
+    let (status, _, body) = get(open, "/readyz?verbose").await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        body,
+        "[+]ping ok\n\
+         [-]upstream failed: connecting to http://127.0.0.1:1: connection refused\n\
+         [+]shutdown ok\nreadyz check failed\n"
+    );
+    let (_, _, terse) = get(open, "/readyz").await;
+    assert_eq!(
+        terse, "[-]upstream failed: reason withheld\nreadyz check failed\n",
+        "the reason only with ?verbose"
+    );
+
+    // A caller the gate would not let read /metrics gets the apiserver's answer.
+    let gated = not_ready_upstream(Some(Arc::new(DenyAll))).await;
+    let (status, _, body) = get(gated, "/readyz?verbose").await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        body,
+        "[+]ping ok\n[-]upstream failed: reason withheld\n[+]shutdown ok\nreadyz check failed\n"
+    );
 }

@@ -82,17 +82,53 @@ fn describe(v: &Value) -> String {
     }
 }
 
-/// Explains an unknown field that is the other versions' name for the shares field.
+/// Explains an unknown field: the other versions' name for the shares field, or the one known
+/// field it is a near miss of (a typo or a wrong case).
 fn hint(key: &str, known: &[&str]) -> String {
     let renamed = [
         ("assuredConcurrencyShares", "nominalConcurrencyShares"),
         ("nominalConcurrencyShares", "assuredConcurrencyShares"),
     ];
-    renamed
+    if let Some((_, to)) = renamed
         .iter()
         .find(|(from, to)| key == *from && known.contains(to))
-        .map(|(_, to)| format!("this apiVersion names the field {to}"))
+    {
+        return format!("this apiVersion names the field {to}");
+    }
+    did_you_mean(key, known)
+        .map(|field| format!("did you mean {field:?}?"))
         .unwrap_or_default()
+}
+
+/// The known field `key` is close to, when exactly one is: the same but for case, or within an
+/// edit distance of 2 (1 for names of up to 4 letters). None when none or several are close.
+fn did_you_mean<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    let lower = key.to_ascii_lowercase();
+    let close = |field: &&&str| {
+        let reach = if field.len() <= 4 { 1 } else { 2 };
+        field.to_ascii_lowercase() == lower || edit_distance(key, field) <= reach
+    };
+    let mut candidates = known.iter().filter(close);
+    match (candidates.next(), candidates.next()) {
+        (Some(field), None) => Some(field),
+        _ => None,
+    }
+}
+
+/// Levenshtein distance over characters (insertions, deletions and substitutions cost 1).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
 }
 
 /// The fields of one mapping, with its path.
@@ -461,5 +497,53 @@ impl Decoder {
             borrowing_limit_percent: self.opt_i32(f, "borrowingLimitPercent"),
             limit_response,
         }
+    }
+}
+
+#[cfg(test)]
+mod did_you_mean_tests {
+    use super::{did_you_mean, edit_distance, hint};
+
+    const SPEC: &[&str] = &[
+        "priorityLevelConfiguration",
+        "matchingPrecedence",
+        "distinguisherMethod",
+        "rules",
+    ];
+
+    #[test]
+    fn edit_distance_counts_single_edits() {
+        let cases = [
+            ("", "", 0),
+            ("rules", "rules", 0),
+            ("rule", "rules", 1),
+            ("rulse", "rules", 2),
+            ("matchingPrecendence", "matchingPrecedence", 1),
+            ("kind", "spec", 4),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(edit_distance(a, b), want, "{a} {b}");
+        }
+    }
+
+    #[test]
+    fn a_near_miss_of_one_known_field_is_named() {
+        let cases = [
+            ("matchingPrecendence", Some("matchingPrecedence")),
+            ("MatchingPrecedence", Some("matchingPrecedence")),
+            ("rule", Some("rules")),
+            ("priorityLevel", None),
+            ("unknownField", None),
+        ];
+        for (key, want) in cases {
+            assert_eq!(did_you_mean(key, SPEC), want, "{key}");
+        }
+        // Two equally close fields: no guess.
+        assert_eq!(did_you_mean("ab", &["aa", "bb"]), None);
+        assert_eq!(
+            hint("distinguisherMetod", SPEC),
+            "did you mean \"distinguisherMethod\"?"
+        );
+        assert_eq!(hint("somethingElse", SPEC), "");
     }
 }

@@ -55,32 +55,41 @@ pub fn load_certified_key(
     key_file: &Path,
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, TlsError> {
-    let chain = load_certificates(cert_file)?;
-    let key = PrivateKeyDer::from_pem_file(key_file).map_err(|source| TlsError::Pem {
+    let chain = load_certificates(cert_file, "--tls-cert-file")?;
+    let key = PrivateKeyDer::from_pem_file(key_file).map_err(|error| TlsError::Pem {
+        flag: "--tls-private-key-file",
         path: key_file.to_owned(),
         what: "private key",
-        source,
+        error,
     })?;
-    CertifiedKey::from_der(chain, key, provider).map_err(|source| TlsError::KeyPair {
+    CertifiedKey::from_der(chain, key, provider).map_err(|error| TlsError::KeyPair {
         cert_file: cert_file.to_owned(),
         key_file: key_file.to_owned(),
-        source,
+        error,
     })
 }
 
-/// Reads every certificate of a PEM file (a chain or a CA bundle); at least one is required.
-pub fn load_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let pem_error = |source| TlsError::Pem {
+/// Reads every certificate of a PEM file (a chain or a CA bundle) that `flag` named; at least
+/// one is required.
+pub fn load_certificates(
+    path: &Path,
+    flag: &'static str,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let pem_error = |error| TlsError::Pem {
+        flag,
         path: path.to_owned(),
         what: "certificate",
-        source,
+        error,
     };
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(pem_error)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(pem_error)?;
     if certs.is_empty() {
-        return Err(TlsError::NoCertificates(path.to_owned()));
+        return Err(TlsError::NoCertificates {
+            flag,
+            path: path.to_owned(),
+        });
     }
     Ok(certs)
 }

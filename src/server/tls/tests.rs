@@ -200,10 +200,12 @@ fn unreadable_pem_files_name_the_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let empty = dir.path().join("empty.pem");
     std::fs::write(&empty, "no PEM here\n").expect("write");
-    assert!(matches!(load_certificates(&empty), Err(TlsError::NoCertificates(p)) if p == empty));
+    assert!(
+        matches!(load_certificates(&empty, "--client-ca-file"), Err(TlsError::NoCertificates { path, .. }) if path == empty)
+    );
 
     let missing = dir.path().join("missing.pem");
-    let err = load_certificates(&missing).expect_err("missing file");
+    let err = load_certificates(&missing, "--client-ca-file").expect_err("missing file");
     assert!(err.to_string().contains("missing.pem"), "{err}");
 
     let settings = TlsSettings {

@@ -1,0 +1,209 @@
+//! The binary's startup errors, run as a user meets them: each cause once, the flag that named
+//! a file, and a hint where the cause is a common mistake.
+
+use std::process::Command;
+
+struct Run {
+    code: Option<i32>,
+    stderr: String,
+}
+
+fn run(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_kube-apf-proxy"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("the binary runs");
+    Run {
+        code: out.status.code(),
+        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+    }
+}
+
+/// The `error: ` line (serve logs its start on standard error before it).
+fn error_line(run: &Run) -> &str {
+    run.stderr
+        .lines()
+        .find(|line| line.starts_with("error: "))
+        .unwrap_or_else(|| panic!("an error line in {:?}", run.stderr))
+}
+
+fn serve(extra: &[&str]) -> Run {
+    let mut args = vec![
+        "serve",
+        "--secure-port=0",
+        "--admin-address=127.0.0.1:0",
+        "--upstream=http://127.0.0.1:1",
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+#[test]
+fn a_missing_certificate_names_its_flag_and_the_cause_once() {
+    let r = serve(&[
+        "--tls-cert-file=/nope/server.crt",
+        "--tls-private-key-file=/nope/server.key",
+    ]);
+    assert_eq!(r.code, Some(2));
+    assert_eq!(
+        error_line(&r),
+        "error: --tls-cert-file /nope/server.crt: cannot read certificate: \
+         No such file or directory (os error 2)"
+    );
+}
+
+#[test]
+fn a_missing_key_names_its_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cert, _) = write_pair(dir.path(), "a");
+    let r = serve(&[
+        &format!("--tls-cert-file={}", cert.display()),
+        "--tls-private-key-file=/nope/server.key",
+    ]);
+    assert_eq!(
+        error_line(&r),
+        "error: --tls-private-key-file /nope/server.key: cannot read private key: \
+         No such file or directory (os error 2)"
+    );
+}
+
+#[test]
+fn a_key_of_another_certificate_is_said_plainly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cert, _) = write_pair(dir.path(), "a");
+    let (_, other_key) = write_pair(dir.path(), "b");
+    let r = serve(&[
+        &format!("--tls-cert-file={}", cert.display()),
+        &format!("--tls-private-key-file={}", other_key.display()),
+    ]);
+    assert_eq!(r.code, Some(2));
+    assert_eq!(
+        error_line(&r),
+        format!(
+            "error: --tls-cert-file {} and --tls-private-key-file {}: the private key does not \
+             belong to the certificate (is it the key of another certificate?)",
+            cert.display(),
+            other_key.display()
+        )
+    );
+}
+
+#[test]
+fn a_client_ca_file_without_certificates_names_its_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let empty = dir.path().join("ca.crt");
+    std::fs::write(&empty, "not PEM\n").expect("write");
+    let r = serve(&[&format!("--client-ca-file={}", empty.display())]);
+    assert_eq!(r.code, Some(2));
+    let line = error_line(&r);
+    assert!(
+        line.contains(&format!("--client-ca-file {}", empty.display())),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_missing_token_file_names_its_flag_and_the_cause_once() {
+    let r = serve(&["--token-auth-file=/nope/tokens.csv"]);
+    assert_eq!(r.code, Some(2));
+    assert_eq!(
+        error_line(&r),
+        "error: authentication: --token-auth-file /nope/tokens.csv: cannot read: \
+         No such file or directory (os error 2)"
+    );
+}
+
+#[test]
+fn no_upstream_is_said_once() {
+    let r = Command::new(env!("CARGO_BIN_EXE_kube-apf-proxy"))
+        .args(["serve", "--secure-port=0", "--admin-address=127.0.0.1:0"])
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .env_remove("KUBECONFIG")
+        .env("HOME", "/nonexistent")
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8(r.stderr).expect("utf-8");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_else(|| panic!("an error line in {stderr:?}"));
+    assert_eq!(
+        line.matches("no upstream").count(),
+        1,
+        "the cause once: {line}"
+    );
+}
+
+/// A self-signed certificate and its key, as `NAME.crt` and `NAME.key` in `dir`.
+fn write_pair(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let generated =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("certificate");
+    let cert = dir.join(format!("{name}.crt"));
+    let key = dir.join(format!("{name}.key"));
+    std::fs::write(&cert, generated.cert.pem()).expect("write cert");
+    std::fs::write(&key, generated.key_pair.serialize_pem()).expect("write key");
+    (cert, key)
+}
+
+#[test]
+fn missing_upstream_files_name_their_flag() {
+    let cases = [
+        (
+            vec![
+                "--upstream=https://127.0.0.1:1",
+                "--upstream-ca-file=/nope/ca.crt",
+            ],
+            "error: upstream: --upstream-ca-file /nope/ca.crt: cannot read: \
+             No such file or directory (os error 2)",
+        ),
+        (
+            vec![
+                "--upstream=http://127.0.0.1:1",
+                "--upstream-token-file=/nope/token",
+            ],
+            "error: upstream: --upstream-token-file /nope/token: cannot read: \
+             No such file or directory (os error 2)",
+        ),
+        (
+            vec!["--kubeconfig=/nope/kubeconfig"],
+            "error: upstream: --kubeconfig /nope/kubeconfig: cannot read: \
+             No such file or directory (os error 2)",
+        ),
+    ];
+    for (flags, want) in cases {
+        let mut args = vec!["serve", "--secure-port=0", "--admin-address=127.0.0.1:0"];
+        args.extend(flags);
+        let r = run(&args);
+        assert_eq!(r.code, Some(2), "{args:?}");
+        assert_eq!(error_line(&r), want, "{args:?}");
+    }
+}
+
+#[test]
+fn unreadable_inputs_of_the_cluster_free_commands_name_their_flag() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["simulate", "--trace", "/nope/audit.log"],
+            "error: --trace /nope/audit.log: cannot read: No such file or directory (os error 2)",
+        ),
+        (
+            &["classify", "--requests", "/nope/requests.jsonl"],
+            "error: --requests /nope/requests.jsonl: cannot read: No such file or directory (os error 2)",
+        ),
+        (
+            &["lint", "--config-dir", "/nope/dir"],
+            "error: --config-dir /nope/dir: cannot read the directory: No such file or directory (os error 2)",
+        ),
+        (
+            &["config", "dump", "--config-dir", "/nope/dir"],
+            "error: --config-dir /nope/dir: cannot read the directory: No such file or directory (os error 2)",
+        ),
+    ];
+    for (args, want) in cases {
+        let r = run(args);
+        assert_eq!(r.code, Some(2), "{args:?}");
+        assert_eq!(r.stderr, format!("{want}\n"), "{args:?}");
+    }
+}
