@@ -15,7 +15,7 @@
 //! - the core: `lint` (analysis, and described requests judged), `fairqueue` (queue sets, limits,
 //!   borrowing, work estimation, admission, shadows), `classify`;
 //! - the ground: `config`, `request_info`, `auth`, `server`, `upstream`;
-//! - leaves every room may use: `backoff`, `body`, `causes`, `status`, `debug_dump`, `duration`,
+//! - leaves every room may use: `backoff`, `body`, `causes`, `causes`, `status`, `debug_dump`, `duration`,
 //!   `file_watch`, `shuffle_sharding`.
 
 pub mod admission;
