@@ -13,9 +13,9 @@
 //!   `admission` (the webhook), `simulate` (virtual-time replay), `config_source` (the cluster
 //!   as configuration); then `metrics`, the registry they all report to;
 //! - the core: `lint` (analysis, and described requests judged), `fairqueue` (queue sets, limits,
-//!   borrowing, work estimation, admission, shadows), `classify`;
+//!   borrowing, work estimation, level queues, shadows), `classify`;
 //! - the ground: `config`, `request_info`, `auth`, `server`, `upstream`;
-//! - leaves every room may use: `backoff`, `body`, `causes`, `causes`, `status`, `debug_dump`, `duration`,
+//! - leaves every room may use: `backoff`, `body`, `causes`, `status`, `debug_dump`, `duration`,
 //!   `file_watch`, `shuffle_sharding`.
 
 pub mod admission;
