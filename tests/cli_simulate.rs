@@ -289,6 +289,15 @@ fn a_trace_with_no_usable_line_is_an_error_that_says_what_was_expected() {
             last.contains("expected audit.k8s.io Event JSON lines"),
             "{last}"
         );
+        assert_eq!(
+            last.matches("expected audit.k8s.io").count(),
+            1,
+            "said once: {last}"
+        );
+        // --strict stops at the first bad line: no table of zeros either.
+        let (code, out, err) = run(&["simulate", "--trace", &path, "--strict"], None);
+        assert_eq!(code, Some(1), "{text:?}: {out}{err}");
+        assert_eq!(out, "", "{text:?}");
     }
 }
 

@@ -126,10 +126,12 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         return Err(error).context(format!("--trace {trace}"));
     }
     let stats = reader.stats();
-    if stats.requests == 0 && !errors.strict_stop {
+    if stats.requests == 0 {
         // Zeros would read as "flow control had nothing to do"; the truth is that nothing
-        // in the trace could be replayed.
-        eprintln!("simulate: {}", no_usable_line(trace, &stats, &errors));
+        // in the trace could be replayed (with --strict, the line that stopped it was said).
+        if !errors.strict_stop {
+            eprintln!("simulate: {}", no_usable_line(trace, &stats, &errors));
+        }
         return Ok(ExitCode::from(1));
     }
     let skipped = errors.count;
@@ -256,7 +258,12 @@ fn no_usable_line(trace: &str, stats: &TraceStats, errors: &LineErrors) -> Strin
         let first = errors
             .reasons
             .first()
-            .map(|r| format!("; first problem: {}", r.example))
+            .map(|r| {
+                // Said once, at the end of the message, not again inside the example.
+                let example = r.example.trim_end_matches(EXPECTED_FORMATS);
+                let example = example.trim_end_matches([';', ':', ' ']);
+                format!("; first problem: {example}")
+            })
             .unwrap_or_default();
         format!(
             "{} lines read, {} malformed, {} of stages or events that are not requests{first}",
