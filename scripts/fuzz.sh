@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-20}
 shift || true
 TARGETS=("$@")
-[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(request_info config_load token_file headers selectors watch_stream exec_credential h2_frames admission_review audit_events)
+[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(request_info config_load token_file headers selectors watch_stream exec_credential h2_frames admission_review audit_events workload)
 CARGO_FUZZ_VERSION=0.13.2
 
 if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then

@@ -126,3 +126,38 @@ pub fn trace(bytes: &[u8]) {
         assert_eq!(report[0].requests, requests, "every request is replayed");
     }
 }
+
+/// Reads `text` as a `simulate --workload` file and, when it is valid and small, runs it through
+/// the bootstrap configuration. Invariants: nothing panics; every client is reported, with no more
+/// calls answered than made.
+pub fn workload(text: &str) {
+    let Ok(workload) = crate::simulate::workload::parse_workload(text) else {
+        return;
+    };
+    // Small runs only: a fuzzed workload of a million threads for a year would only measure patience.
+    let threads: u64 = workload.clients.iter().map(|c| u64::from(c.threads)).sum();
+    if workload.duration > std::time::Duration::from_secs(60) || threads > 64 {
+        return;
+    }
+    let config = crate::config::bootstrap();
+    let Ok(reports) = crate::simulate::simulate_workload(
+        &workload,
+        &[&config],
+        &crate::simulate::SimOptions::default(),
+    ) else {
+        return;
+    };
+    for report in &reports {
+        assert_eq!(
+            report.clients.len(),
+            workload.clients.len(),
+            "every client is reported"
+        );
+        for client in &report.clients {
+            assert!(
+                client.dispatched + client.rejected <= client.calls,
+                "more answered than called: {client:?}"
+            );
+        }
+    }
+}

@@ -231,6 +231,10 @@ async fn a_429_reads_in_kubectl_as_the_apiservers_and_both_apf_headers_reach_the
         ),
         "the proxy's value first, then the apiserver's"
     );
+    // That response's seat is free once its body has gone out: only then may the held create
+    // take the level's one seat (else the create itself is the one refused).
+    let _ = read_body(response).await;
+    wait_executing(&front.app, "rt-reject", 0).await;
 
     // The proxy's 429, as kubectl shows it.
     let held = held_create(&through_proxy, "held-by-proxy");
