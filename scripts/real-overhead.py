@@ -17,6 +17,7 @@ import argparse
 import http.client
 import json
 import os
+import socket
 import ssl
 import statistics
 import subprocess
@@ -169,6 +170,13 @@ def watch_latency(args, base, tag, samples):
             event_ms.append((arrived[name] - t0) * 1000)
         response_ms.append((t1 - t0) * 1000)
         time.sleep(0.02)
+    # The reader is blocked in readline, holding the response's buffer: end the stream under it
+    # first, or close() waits for the socket's timeout.
+    try:
+        watcher.sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    reader.join(timeout=5)
     watcher.close()
     creator.close()
     event_ms.sort()
