@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The proxy's overhead on real work: a real kube-apiserver (scripts/kube-apiserver.sh) measured
+# directly and through the release proxy, side by side in one run, at the same offered load.
+# Loopback only, bounded (about ROUNDS × (6 × 2 × SECS + 2 × watch samples) seconds).
+#
+#   cargo build --release && scripts/real-overhead.sh [DIR]
+#
+# Sets up, in the apiserver: namespace bench-get with one ConfigMap, bench-list with 500,
+# bench-create (creates land there), bench-watch; a ClusterRole allowing get/list/watch/create of
+# ConfigMaps bound to alice (tokens.csv: alice-token, group dev, so both the apiserver's APF and the
+# proxy's classify her requests as global-default). The proxy: token passthrough (its
+# --token-auth-file is the apiserver's tokens.csv), the embedded default configuration, TLS with its
+# generated self-signed certificate (clients skip verification on both paths alike).
+#
+# Then, alternating direct / proxy in every round (scripts/real-overhead.py): GET of one ConfigMap,
+# LIST of 500, create, each at a fixed rate (latency) and closed-loop at a fixed concurrency
+# (throughput), and the latency from a create to its watch event; CPU per request of the proxy and
+# of the apiserver from /proc/PID/stat. Knobs (environment): ROUNDS (3), SECS (8), PROTO (h1|h2),
+# GET_RATE (200), LIST_RATE (20), CREATE_RATE (50), CONC (8), WATCH_SAMPLES (50), APISERVER_FLAGS
+# (extra kube-apiserver flags, split on spaces). Needs oha.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+dir="${1:-$root/target/real-overhead/run-$$}"
+proxy_bin="$root/target/release/kube-apf-proxy"
+harness="${KUBE_APISERVER_BIN_DIR:-$root/target/kube-apiserver}/kube-apiserver-harness"
+oha="$(command -v oha || echo "$HOME/.cargo/bin/oha")"
+
+die() {
+  echo "real-overhead.sh: $*" >&2
+  exit 1
+}
+
+[ -x "$proxy_bin" ] || die "$proxy_bin missing: run cargo build --release first"
+[ -x "$oha" ] || die "oha not found (cargo install oha, or ../shared/bench/setup.sh)"
+command -v kubectl >/dev/null || die "kubectl not found"
+command -v python3 >/dev/null || die "python3 not found"
+
+proxy_pid=""
+cleanup() {
+  if [ -n "$proxy_pid" ]; then
+    kill "$proxy_pid" 2>/dev/null || true
+    wait "$proxy_pid" 2>/dev/null || true
+  fi
+  "$root/scripts/kube-apiserver.sh" stop "$dir" || true
+}
+trap cleanup EXIT
+
+# The apiserver exits by itself should this script die without its trap.
+extra=()
+if [ -n "${APISERVER_FLAGS:-}" ]; then
+  read -ra words <<<"$APISERVER_FLAGS"
+  extra=(-- "${words[@]}")
+fi
+server="$(KUBE_APISERVER_OWNER_PID=$$ "$root/scripts/kube-apiserver.sh" start "$dir" "${extra[@]}")"
+dir="$(cd "$dir" && pwd)"
+echo "real-overhead.sh: kube-apiserver at $server ($dir)" >&2
+
+k() {
+  kubectl --kubeconfig="$dir/admin.kubeconfig" --cache-dir="$dir/kube-cache" "$@"
+}
+
+for ns in bench-get bench-list bench-create bench-watch; do
+  k create namespace "$ns" >/dev/null
+done
+k create clusterrole bench-configmaps --verb=get,list,watch,create --resource=configmaps >/dev/null
+k create clusterrolebinding bench-configmaps --clusterrole=bench-configmaps --user=alice >/dev/null
+k -n bench-get create configmap one --from-literal=key=value >/dev/null
+python3 - <<'EOF' | k create -f - >/dev/null
+import json
+items = [
+    {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"cm-{i:03d}", "namespace": "bench-list", "labels": {"app": "bench"}},
+        "data": {"key": f"value-{i}", "other": "x" * 64},
+    }
+    for i in range(500)
+]
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+EOF
+count="$(k -n bench-list get configmaps -o name | wc -l)"
+[ "$count" -eq 500 ] || die "bench-list holds $count ConfigMaps, expected 500"
+
+proxy_port="$("$harness" free-port)"
+admin_port="$("$harness" free-port)"
+"$proxy_bin" serve \
+  --bind-address=127.0.0.1 --secure-port="$proxy_port" \
+  --admin-address="127.0.0.1:$admin_port" \
+  --upstream="$server" --upstream-ca-file="$dir/ca.crt" \
+  --identity-forwarding=passthrough --token-auth-file="$dir/tokens.csv" \
+  >"$dir/proxy.log" 2>&1 </dev/null &
+proxy_pid=$!
+for _ in $(seq 1 100); do
+  if curl -sf "http://127.0.0.1:$admin_port/readyz" >/dev/null 2>&1; then
+    break
+  fi
+  kill -0 "$proxy_pid" 2>/dev/null || die "the proxy exited; see $dir/proxy.log"
+  sleep 0.1
+done
+curl -sf "http://127.0.0.1:$admin_port/readyz" >/dev/null || die "the proxy is not ready after 10 s; see $dir/proxy.log"
+echo "real-overhead.sh: proxy at https://127.0.0.1:$proxy_port (pid $proxy_pid)" >&2
+
+python3 "$root/scripts/real-overhead.py" \
+  --direct "$server" --proxy "https://127.0.0.1:$proxy_port" \
+  --apiserver-pid "$(cat "$dir/pid")" --proxy-pid "$proxy_pid" \
+  --token alice-token --oha "$oha" --out "$dir/results.json"
