@@ -35,7 +35,7 @@ pub async fn wait_for_upstream(upstream: UpstreamClient, ready: ReadyFlag) {
             Err(error) => {
                 let reason = crate::causes::render(error.as_ref());
                 if attempts == 1 || attempts % 30 == 0 {
-                    tracing::warn!(error = %reason, attempts, "Upstream not ready; not ready either");
+                    tracing::warn!(error = %reason, attempts, "Upstream not ready; probing again");
                 } else {
                     tracing::debug!(error = %reason, attempts, "Upstream not ready");
                 }
