@@ -208,21 +208,9 @@ impl TestApp {
         };
         let mut roots = RootCertStore::empty();
         roots.add(self.trust.clone()).expect("trust anchor");
-        let builder =
-            ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
-                .expect("protocol versions")
-                .with_root_certificates(roots);
-        let mut config = match cert {
-            Some(id) => builder
-                .with_client_auth_cert(vec![id.cert.clone()], id.key())
-                .expect("client cert"),
-            None => builder.with_no_client_auth(),
-        };
-        config.alpn_protocols = vec![alpn.to_vec()];
         TestClient {
             addr: self.app.running().secure_addr(),
-            tls: TlsConnector::from(Arc::new(config)),
+            tls: client_tls(roots, cert, alpn),
         }
     }
 
@@ -336,6 +324,23 @@ impl TestApp {
     }
 }
 
+/// A client TLS configuration trusting `roots`, presenting `cert` when given, offering `alpn`.
+fn client_tls(roots: RootCertStore, cert: Option<&Issued>, alpn: &[u8]) -> TlsConnector {
+    let builder =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_root_certificates(roots);
+    let mut config = match cert {
+        Some(id) => builder
+            .with_client_auth_cert(vec![id.cert.clone()], id.key())
+            .expect("client cert"),
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![alpn.to_vec()];
+    TlsConnector::from(Arc::new(config))
+}
+
 /// An HTTPS client of the proxy: one connection per [`TestClient::connect`].
 #[derive(Clone)]
 pub struct TestClient {
@@ -352,21 +357,9 @@ impl TestClient {
         for der in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
             roots.add(der.expect("CA PEM")).expect("trust anchor");
         }
-        let builder =
-            ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
-                .expect("protocol versions")
-                .with_root_certificates(roots);
-        let mut config = match cert {
-            Some(id) => builder
-                .with_client_auth_cert(vec![id.cert.clone()], id.key())
-                .expect("client cert"),
-            None => builder.with_no_client_auth(),
-        };
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
         TestClient {
             addr,
-            tls: TlsConnector::from(Arc::new(config)),
+            tls: client_tls(roots, cert, b"http/1.1"),
         }
     }
 
