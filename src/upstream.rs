@@ -7,10 +7,14 @@
 //!
 //! Requests travel by [`Route`]. Ordinary requests and watches are multiplexed over HTTP/2, each
 //! on connections of their own and never beyond the stream limit the server advertises (more
-//! connections are opened instead, up to `--upstream-max-connections`, see [`limits`]); only
-//! upgrades (exec, attach, port-forward) get HTTP/1.1 connections of their own, since neither
-//! SPDY nor WebSockets run over HTTP/2 to kube-apiserver. Against an HTTP/1.1-only upstream
-//! each request in flight holds a connection.
+//! connections are opened instead, up to `--upstream-max-connections`, see [`limits`]).
+//! Upgrades (exec, attach, port-forward) get HTTP/1.1 connections of their own, since neither
+//! SPDY nor WebSockets run over HTTP/2 to kube-apiserver. A caller's ordinary request keeps the
+//! caller's protocol ([`UpstreamClient::send_for`]): one from an HTTP/1.1 caller takes a pooled
+//! HTTP/1.1 connection, so the apiserver serves it as it would have served the caller directly
+//! (kube-apiserver's HTTP/2 server costs a GET about 0.2 ms more than its HTTP/1.1 one on
+//! loopback, BENCHMARKS.md). Against an HTTP/1.1-only upstream each request in flight holds a
+//! connection.
 //!
 //! Two TLS identities are kept apart on purpose. Requests sent on the caller's credentials
 //! (`passthrough`) never present the proxy's client certificate: the apiserver's authenticators
@@ -71,8 +75,8 @@ pub enum UpstreamAuth {
 struct Pools {
     /// h2 by ALPN, else HTTP/1.1: ordinary and long-running requests.
     pooled: Arc<Pool>,
-    /// HTTP/1.1 only: upgrades.
-    upgrades: Arc<Pool>,
+    /// HTTP/1.1 only: upgrades, and the ordinary requests of HTTP/1.1 callers.
+    http1: Arc<Pool>,
 }
 
 /// A client for the one upstream apiserver. Cheap to clone (shared pools).
@@ -196,14 +200,32 @@ impl UpstreamClient {
         }
     }
 
-    /// Sends a request whose URI is absolute ([`UpstreamClient::uri_for`]) or origin-form
-    /// ([`UpstreamClient::target_for`]) by `route` (an upgrade goes over an HTTP/1.1 connection
-    /// of its own, never pooled again).
+    /// Sends the proxy's own request (TokenReview, SubjectAccessReview, the configuration's
+    /// list and watch, readiness), whose URI is absolute ([`UpstreamClient::uri_for`]) or
+    /// origin-form ([`UpstreamClient::target_for`]), by `route`: over HTTP/2 when the upstream
+    /// speaks it (an upgrade goes over an HTTP/1.1 connection of its own, never pooled again).
     pub async fn send(
+        &self,
+        request: Request<ProxyBody>,
+        auth: UpstreamAuth,
+        route: Route,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        self.send_for(request, auth, route, http::Version::HTTP_2)
+            .await
+    }
+
+    /// Sends a caller's request, as [`UpstreamClient::send`] does, in the caller's protocol
+    /// (`caller`, the version the request arrived with) where it can: an ordinary request of an
+    /// HTTP/1.1 (or 1.0) caller takes a pooled HTTP/1.1 connection, as the caller's own
+    /// connection would have been to the apiserver. Watches stay multiplexed over HTTP/2 whoever
+    /// sends them (each would otherwise hold a connection for its whole life), upgrades always
+    /// take HTTP/1.1.
+    pub async fn send_for(
         &self,
         mut request: Request<ProxyBody>,
         auth: UpstreamAuth,
         route: Route,
+        caller: http::Version,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         let pools = match auth {
             UpstreamAuth::Caller => &self.inner.without_identity,
@@ -224,7 +246,8 @@ impl UpstreamClient {
             }
         }
         let pool = match route {
-            Route::Upgrade => &pools.upgrades,
+            Route::Upgrade => &pools.http1,
+            Route::Short if caller <= http::Version::HTTP_11 => &pools.http1,
             Route::Short | Route::LongRunning => &pools.pooled,
         };
         let response = pool.send(request, route).await?;
@@ -252,7 +275,7 @@ fn pools(
 ) -> Result<Pools, UpstreamConfigError> {
     Ok(Pools {
         pooled: pool(upstream, tls_config(upstream, auth.clone())?, true, budget),
-        upgrades: pool(upstream, tls_config(upstream, auth)?, false, budget),
+        http1: pool(upstream, tls_config(upstream, auth)?, false, budget),
     })
 }
 

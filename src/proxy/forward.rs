@@ -143,8 +143,8 @@ impl Forwarder {
                 message: "the identity was checked for another forwarding mode".to_string(),
             });
         }
-        let upgrade =
-            request.version() <= http::Version::HTTP_11 && is_upgrade_request(request.headers());
+        let caller = request.version();
+        let upgrade = caller <= http::Version::HTTP_11 && is_upgrade_request(request.headers());
         let deadline = self.deadline(&request, &ctx, upgrade)?;
         let caller_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
         let upstream_request = self.upstream_request(request, &ctx, upgrade)?;
@@ -156,7 +156,9 @@ impl Forwarder {
             Route::Short
         };
         let auth = upstream_auth(ctx.identity.mode());
-        let response = self.send(upstream_request, auth, route, deadline).await?;
+        let response = self
+            .send(upstream_request, auth, route, caller, deadline)
+            .await?;
         Ok(relay(response, caller_upgrade, deadline))
     }
 
@@ -222,9 +224,10 @@ impl Forwarder {
         request: Request<ProxyBody>,
         auth: UpstreamAuth,
         route: Route,
+        caller: http::Version,
         deadline: Option<Deadline>,
     ) -> Result<Response<UpstreamBody>, ProxyError> {
-        let sent = self.client.send(request, auth, route);
+        let sent = self.client.send_for(request, auth, route, caller);
         Ok(match deadline {
             None => sent.await?,
             Some(Deadline { at, after }) => tokio::time::timeout_at(at, sent)

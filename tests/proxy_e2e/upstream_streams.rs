@@ -36,8 +36,11 @@ async fn more_watches_than_the_upstreams_stream_limit_stay_open_and_gets_still_a
         assert_eq!(response.status(), StatusCode::OK);
         watches.push((events, response));
     }
+    // HTTP/2 callers' GETs: multiplexed upstream too (an HTTP/1.1 caller's would take an
+    // HTTP/1.1 connection, see below).
+    let h2 = app.client_with(None, Version::HTTP_2);
     for _ in 0..10 {
-        let response = app.client().get(POD, None).await;
+        let response = h2.get(POD, None).await;
         assert_eq!(response.status(), StatusCode::OK);
         body_bytes(response).await;
     }
@@ -83,13 +86,63 @@ async fn more_watches_than_the_upstreams_stream_limit_stay_open_and_gets_still_a
 }
 
 #[tokio::test]
+async fn an_ordinary_request_keeps_its_callers_protocol_and_watches_stay_multiplexed() {
+    let world = TlsWorld::start_h2_with_max_streams(100).await;
+    let app = AppBuilder::for_world(&world).start().await;
+    let h1 = app.client();
+    let h2 = app.client_with(None, Version::HTTP_2);
+    for client in [&h1, &h2, &h1] {
+        let response = client.get(POD, None).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        body_bytes(response).await;
+    }
+    // An HTTP/1.1 caller's watch: multiplexed over HTTP/2 all the same.
+    let watch = tokio::spawn({
+        let h1 = h1.clone();
+        async move { h1.get(WATCH, None).await }
+    });
+    let events = within("the watch reaches the fake", world.fake.next_watch()).await;
+    let watch = within("watch head", watch).await.expect("join");
+    assert_eq!(watch.status(), StatusCode::OK);
+
+    let seen: Vec<_> = world
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/api/v1/namespaces/ns/pods"))
+        .map(|r| r.version)
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            Version::HTTP_11,
+            Version::HTTP_2,
+            Version::HTTP_11,
+            Version::HTTP_2
+        ]
+    );
+    // The two HTTP/1.1 GETs shared one pooled connection.
+    let text = metrics(&app).await;
+    assert_eq!(
+        metric_sum(&text, "apf_proxy_upstream_connections{protocol=\"http/1.1\"}"),
+        1.0,
+        "{text}"
+    );
+    drop(events);
+    drop(watch);
+    app.assert_settled().await;
+}
+
+#[tokio::test]
 async fn a_goaway_from_the_upstream_fails_no_request() {
     let world = TlsWorld::start_h2_with_max_streams(100).await;
     let app = AppBuilder::for_world(&world).start().await;
-    let response = app.client().get(POD, None).await;
+    // HTTP/2 callers, so that their GETs are multiplexed upstream.
+    let h2 = app.client_with(None, Version::HTTP_2);
+    let response = h2.get(POD, None).await;
     assert_eq!(response.status(), StatusCode::OK);
     body_bytes(response).await;
-    let conn = app.client_with(None, Version::HTTP_2).connect().await;
+    let conn = h2.connect().await;
     let watch = conn.spawn_h2(request("GET", WATCH, None, Default::default()));
     let events = within("the watch reaches the fake", world.fake.next_watch()).await;
     let mut watch = within("watch head", watch).await.expect("join");
@@ -98,7 +151,7 @@ async fn a_goaway_from_the_upstream_fails_no_request() {
     // --goaway-chance) while GETs are on their way.
     let gets: Vec<_> = (0..20)
         .map(|_| {
-            let client = app.client();
+            let client = h2.clone();
             tokio::spawn(async move { client.try_get(POD).await })
         })
         .collect();
@@ -110,7 +163,7 @@ async fn a_goaway_from_the_upstream_fails_no_request() {
         );
     }
     for _ in 0..5 {
-        assert_eq!(app.client().try_get(POD).await, Ok(StatusCode::OK));
+        assert_eq!(h2.try_get(POD).await, Ok(StatusCode::OK));
     }
     // The watch open at the GOAWAY goes on until it ends.
     events
