@@ -17,7 +17,13 @@
 # (throughput), and the latency from a create to its watch event; CPU per request of the proxy and
 # of the apiserver from /proc/PID/stat. Knobs (environment): ROUNDS (3), SECS (8), PROTO (h1|h2),
 # GET_RATE (200), LIST_RATE (20), CREATE_RATE (50), CONC (8), WATCH_SAMPLES (50), APISERVER_FLAGS
-# (extra kube-apiserver flags, split on spaces). Needs oha.
+# (extra kube-apiserver flags, split on spaces), PLACEMENT (shared | split). Needs oha.
+#
+# PLACEMENT=shared (the default): the apiserver, the proxy and the load generator share every CPU,
+# so the proxy's CPU comes out of the apiserver's. PLACEMENT=split: the apiserver (and its etcd)
+# gets the first half of the CPUs, the proxy and the load generator the other half (taskset), as
+# when the proxy runs as a sidecar with a CPU request of its own: the throughput ratio then says
+# whether the proxy costs the apiserver requests, not whether both fit on the same cores.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -47,14 +53,29 @@ cleanup() {
 trap cleanup EXIT
 
 # The apiserver exits by itself should this script die without its trap.
+placement="${PLACEMENT:-shared}"
+apiserver_cpus=() client_cpus=()
+case "$placement" in
+  shared) ;;
+  split)
+    command -v taskset >/dev/null || die "PLACEMENT=split needs taskset"
+    ncpu="$(nproc)"
+    [ "$ncpu" -ge 2 ] || die "PLACEMENT=split needs 2 CPUs or more (nproc: $ncpu)"
+    half=$((ncpu / 2))
+    apiserver_cpus=(taskset -c "0-$((half - 1))")
+    client_cpus=(taskset -c "$half-$((ncpu - 1))")
+    ;;
+  *) die "PLACEMENT is shared or split, not $placement" ;;
+esac
+
 extra=()
 if [ -n "${APISERVER_FLAGS:-}" ]; then
   read -ra words <<<"$APISERVER_FLAGS"
   extra=(-- "${words[@]}")
 fi
-server="$(KUBE_APISERVER_OWNER_PID=$$ "$root/scripts/kube-apiserver.sh" start "$dir" "${extra[@]}")"
+server="$(KUBE_APISERVER_OWNER_PID=$$ "${apiserver_cpus[@]}" "$root/scripts/kube-apiserver.sh" start "$dir" "${extra[@]}")"
 dir="$(cd "$dir" && pwd)"
-echo "real-overhead.sh: kube-apiserver at $server ($dir)" >&2
+echo "real-overhead.sh: kube-apiserver at $server ($dir), placement $placement" >&2
 
 k() {
   kubectl --kubeconfig="$dir/admin.kubeconfig" --cache-dir="$dir/kube-cache" "$@"
@@ -84,7 +105,7 @@ count="$(k -n bench-list get configmaps -o name | wc -l)"
 
 proxy_port="$("$harness" free-port)"
 admin_port="$("$harness" free-port)"
-"$proxy_bin" serve \
+"${client_cpus[@]}" "$proxy_bin" serve \
   --bind-address=127.0.0.1 --secure-port="$proxy_port" \
   --admin-address="127.0.0.1:$admin_port" \
   --upstream="$server" --upstream-ca-file="$dir/ca.crt" \
@@ -101,7 +122,7 @@ done
 curl -sf "http://127.0.0.1:$admin_port/readyz" >/dev/null || die "the proxy is not ready after 10 s; see $dir/proxy.log"
 echo "real-overhead.sh: proxy at https://127.0.0.1:$proxy_port (pid $proxy_pid)" >&2
 
-python3 "$root/scripts/real-overhead.py" \
+"${client_cpus[@]}" python3 "$root/scripts/real-overhead.py" \
   --direct "$server" --proxy "https://127.0.0.1:$proxy_port" \
   --apiserver-pid "$(cat "$dir/pid")" --proxy-pid "$proxy_pid" \
   --token alice-token --oha "$oha" --out "$dir/results.json"
