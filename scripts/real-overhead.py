@@ -198,8 +198,23 @@ def main():
     ap.add_argument("--token", required=True)
     ap.add_argument("--oha", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        metavar="NAME=URL:PID",
+        help="another proxy in front of the same apiserver (nginx, HAProxy), measured like ours",
+    )
     args = ap.parse_args()
     args.pids = {"apiserver": args.apiserver_pid, "proxy": args.proxy_pid}
+    references = {}
+    for ref in args.reference:
+        name, _, rest = ref.partition("=")
+        url, _, pid = rest.rpartition(":")
+        if not name or not url or not pid.isdigit():
+            sys.exit(f"real-overhead.py: --reference {ref!r} is not NAME=URL:PID")
+        references[name] = url
+        args.pids[name] = int(pid)
 
     rounds, secs = env_int("ROUNDS", 3), env_int("SECS", 8)
     conc = env_int("CONC", 8)
@@ -215,9 +230,9 @@ def main():
         Cell("list@conc", "GET", lst, None, 0, conc),
         Cell("create@conc", "POST", create, body, 0, conc),
     ]
-    targets = {"direct": args.direct, "proxy": args.proxy}
-    results = {c.name: {"direct": [], "proxy": []} for c in cells}
-    results["watch"] = {"direct": [], "proxy": []}
+    targets = {"direct": args.direct, "proxy": args.proxy, **references}
+    results = {c.name: {t: [] for t in targets} for c in cells}
+    results["watch"] = {t: [] for t in targets}
 
     # Warm-up: connections, caches, the proxy's upstream pool.
     for target, base in targets.items():
@@ -225,16 +240,20 @@ def main():
             run_oha(args, base, Cell(c.name, c.method, c.path, c.body, c.rate, c.conc), 2)
 
     for r in range(rounds):
-        order = ["direct", "proxy"] if r % 2 == 0 else ["proxy", "direct"]
+        # Every target in turn, the order rotated and flipped from round to round.
+        names = list(targets)
+        order = names[r % len(names):] + names[: r % len(names)]
+        if r % 2 == 1:
+            order.reverse()
         for c in cells:
             for target in order:
                 res = run_oha(args, targets[target], c, secs)
                 results[c.name][target].append(res)
                 print(
-                    f"round {r + 1} {c.name:12} {target:6} {res['rps']:8.1f} req/s "
+                    f"round {r + 1} {c.name:12} {target:7} {res['rps']:8.1f} req/s "
                     f"p50 {res['p50_ms']:8.2f} ms p99 {res['p99_ms']:8.2f} ms "
-                    f"non-2xx {res['non_2xx']} errors {res['errors']} "
-                    f"cpu apiserver {res['cpu_s']['apiserver']:.2f}s proxy {res['cpu_s']['proxy']:.2f}s",
+                    f"non-2xx {res['non_2xx']} errors {res['errors']} cpu "
+                    + " ".join(f"{k} {v:.2f}s" for k, v in res["cpu_s"].items()),
                     file=sys.stderr,
                     flush=True,
                 )
@@ -242,7 +261,7 @@ def main():
             res = watch_latency(args, targets[target], f"{target}-{r}", env_int("WATCH_SAMPLES", 50))
             results["watch"][target].append(res)
             print(
-                f"round {r + 1} watch        {target:6} event p50 {res['p50_ms']:.2f} ms "
+                f"round {r + 1} watch        {target:7} event p50 {res['p50_ms']:.2f} ms "
                 f"p99 {res['p99_ms']:.2f} ms (create response p50 {res['create_response_p50_ms']:.2f} ms)",
                 file=sys.stderr,
                 flush=True,
@@ -251,6 +270,8 @@ def main():
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1)
     report(results, rounds, secs, conc)
+    if references:
+        report_references(results, list(references))
 
 
 def med(values):
@@ -301,6 +322,29 @@ def report(results, rounds, secs, conc):
         "- watch: "
         + ", ".join(f"p50 {p['p50_ms'] / d['p50_ms']:.2f}" for d, p in zip(w["direct"], w["proxy"]))
     )
+
+
+def report_references(results, references):
+    """Each proxy against direct, side by side: what any TLS-terminating hop costs here."""
+    names = ["proxy", *references]
+    print("\nEvery proxy against direct, medians of the same rounds (× is that proxy / direct):\n")
+    head = " | ".join(f"{n} req/s × | {n} p50 × | {n} CPU µs/req" for n in names)
+    print(f"| cell | {head} |")
+    print("|---|" + "---|---|---|" * len(names))
+    for name, per in results.items():
+        cells = []
+        for n in names:
+            if name == "watch":
+                d = med([x["p50_ms"] for x in per["direct"]])
+                cells += ["", f"{med([x['p50_ms'] for x in per[n]]) / d:.2f}", ""]
+                continue
+            rps_d = med([x["rps"] for x in per["direct"]])
+            p50_d = med([x["p50_ms"] for x in per["direct"]])
+            rps = med([x["rps"] for x in per[n]])
+            p50 = med([x["p50_ms"] for x in per[n]])
+            cpu = med([x["cpu_s"][n] / x["ok"] * 1e6 for x in per[n] if x["ok"]])
+            cells += [f"{rps / rps_d:.2f}", f"{p50 / p50_d:.2f}", f"{cpu:.0f}"]
+        print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,11 @@
 # (throughput), and the latency from a create to its watch event; CPU per request of the proxy and
 # of the apiserver from /proc/PID/stat. Knobs (environment): ROUNDS (3), SECS (8), PROTO (h1|h2),
 # GET_RATE (200), LIST_RATE (20), CREATE_RATE (50), CONC (8), WATCH_SAMPLES (50), APISERVER_FLAGS
-# (extra kube-apiserver flags, split on spaces), PLACEMENT (shared | split). Needs oha.
+# (extra kube-apiserver flags, split on spaces), PLACEMENT (shared | split), REFERENCE (a
+# space-separated list of nginx, haproxy: other proxies measured alike, as a reference for what
+# any TLS-terminating hop costs on this machine; each with one worker, TLS in with the apiserver's
+# serving certificate, TLS out to the apiserver over kept-alive HTTP/1.1, no logging, no
+# buffering; they neither authenticate nor queue). Needs oha.
 #
 # PLACEMENT=shared (the default): the apiserver, the proxy and the load generator share every CPU,
 # so the proxy's CPU comes out of the apiserver's. PLACEMENT=split: the apiserver (and its etcd)
@@ -43,11 +47,12 @@ command -v kubectl >/dev/null || die "kubectl not found"
 command -v python3 >/dev/null || die "python3 not found"
 
 proxy_pid=""
+ref_pids=()
 cleanup() {
-  if [ -n "$proxy_pid" ]; then
-    kill "$proxy_pid" 2>/dev/null || true
-    wait "$proxy_pid" 2>/dev/null || true
-  fi
+  for pid in $proxy_pid "${ref_pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   "$root/scripts/kube-apiserver.sh" stop "$dir" || true
 }
 trap cleanup EXIT
@@ -122,7 +127,82 @@ done
 curl -sf "http://127.0.0.1:$admin_port/readyz" >/dev/null || die "the proxy is not ready after 10 s; see $dir/proxy.log"
 echo "real-overhead.sh: proxy at https://127.0.0.1:$proxy_port (pid $proxy_pid)" >&2
 
-"${client_cpus[@]}" python3 "$root/scripts/real-overhead.py" \
+refs=()
+api_port="${server##*:}"
+for ref in ${REFERENCE:-}; do
+  port="$("$harness" free-port)"
+  case "$ref" in
+    nginx)
+      command -v nginx >/dev/null || die "REFERENCE=nginx: nginx not found"
+      mkdir -p "$dir/nginx"
+      cat >"$dir/nginx/nginx.conf" <<EOF
+worker_processes 1;
+master_process off;
+daemon off;
+pid $dir/nginx/nginx.pid;
+error_log $dir/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $dir/nginx/body;
+  proxy_temp_path $dir/nginx/proxy;
+  upstream apiserver { server 127.0.0.1:$api_port; keepalive 64; }
+  server {
+    listen 127.0.0.1:$port ssl http2;
+    ssl_certificate $dir/serving.crt;
+    ssl_certificate_key $dir/serving.key;
+    location / {
+      proxy_pass https://apiserver;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_ssl_trusted_certificate $dir/ca.crt;
+      proxy_ssl_verify on;
+      proxy_ssl_name localhost;
+      proxy_ssl_session_reuse on;
+      proxy_buffering off;
+      proxy_request_buffering off;
+      proxy_read_timeout 1h;
+    }
+  }
+}
+EOF
+      "${client_cpus[@]}" nginx -p "$dir/nginx" -c "$dir/nginx/nginx.conf" >"$dir/nginx/stderr.log" 2>&1 &
+      ;;
+    haproxy)
+      command -v haproxy >/dev/null || die "REFERENCE=haproxy: haproxy not found"
+      mkdir -p "$dir/haproxy"
+      cat "$dir/serving.crt" "$dir/serving.key" >"$dir/haproxy/serving.pem"
+      cat >"$dir/haproxy/haproxy.cfg" <<EOF
+global
+    nbthread 1
+    maxconn 8000
+defaults
+    mode http
+    option http-keep-alive
+    http-reuse always
+    timeout connect 5s
+    timeout client 1h
+    timeout server 1h
+frontend fe
+    bind 127.0.0.1:$port ssl crt $dir/haproxy/serving.pem alpn h2,http/1.1
+    default_backend apiserver
+backend apiserver
+    server apiserver 127.0.0.1:$api_port ssl verify required ca-file $dir/ca.crt sni str(localhost) alpn http/1.1
+EOF
+      "${client_cpus[@]}" haproxy -db -f "$dir/haproxy/haproxy.cfg" >"$dir/haproxy/stderr.log" 2>&1 &
+      ;;
+    *) die "REFERENCE names nginx or haproxy, not $ref" ;;
+  esac
+  ref_pids+=($!)
+  for _ in $(seq 1 50); do
+    curl -sk -o /dev/null "https://127.0.0.1:$port/healthz" && break
+    sleep 0.1
+  done
+  curl -sk -o /dev/null "https://127.0.0.1:$port/healthz" || die "$ref did not start; see $dir/$ref/"
+  refs+=(--reference "$ref=https://127.0.0.1:$port:$!")
+done
+
+"${client_cpus[@]}" python3 "$root/scripts/real-overhead.py" "${refs[@]}" \
   --direct "$server" --proxy "https://127.0.0.1:$proxy_port" \
   --apiserver-pid "$(cat "$dir/pid")" --proxy-pid "$proxy_pid" \
   --token alice-token --oha "$oha" --out "$dir/results.json"
