@@ -9,7 +9,13 @@ mod index;
 mod input;
 mod rule;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::Hasher;
+
 use sha2::{Digest, Sha256};
+
+use self::index::{WordBuildHasher, WordHasher};
 
 use crate::auth::Identity;
 use crate::config::{DistinguisherMethod, FlowSchemaRef, PriorityLevelRef};
@@ -99,7 +105,65 @@ pub fn flow_distinguisher<'a>(
 
 /// The flow's hash. Mirrors `apf_controller.go: hashFlowID`: the first 8 bytes of
 /// `sha256(flow_schema ‖ 0x00 ‖ distinguisher)`, read little-endian.
+///
+/// A pure function of its two strings, so each thread keeps the flows it hashed lately
+/// ([`FlowHashes`]): a request of a flow seen before costs a map lookup instead of a SHA-256.
 pub fn flow_hash(flow_schema: &str, distinguisher: &str) -> u64 {
+    FLOW_HASHES.with_borrow_mut(|hashes| hashes.get_or_compute(flow_schema, distinguisher))
+}
+
+thread_local! {
+    static FLOW_HASHES: RefCell<FlowHashes> = RefCell::new(FlowHashes::default());
+}
+
+/// The flow hashes a thread computed lately, by a fast hash of the flow: at most
+/// [`FlowHashes::CAPACITY`] of them (it starts over when full, so a caller cannot grow it by
+/// varying its distinguisher). Each entry keeps its flow's strings, compared on every hit: two
+/// flows whose fast hashes collide take turns, each getting its own SHA-256.
+#[derive(Debug, Default)]
+struct FlowHashes {
+    by_key: HashMap<u64, CachedFlowHash, WordBuildHasher>,
+}
+
+#[derive(Debug)]
+struct CachedFlowHash {
+    flow_schema: Box<str>,
+    distinguisher: Box<str>,
+    hash: u64,
+}
+
+// === impl FlowHashes ===
+
+impl FlowHashes {
+    /// Flows kept per thread (a few hundred KiB at most).
+    const CAPACITY: usize = 4096;
+
+    fn get_or_compute(&mut self, flow_schema: &str, distinguisher: &str) -> u64 {
+        let mut key = WordHasher::default();
+        key.write(flow_schema.as_bytes());
+        key.write(distinguisher.as_bytes());
+        let key = key.finish();
+        if let Some(cached) = self.by_key.get(&key) {
+            if *cached.flow_schema == *flow_schema && *cached.distinguisher == *distinguisher {
+                return cached.hash;
+            }
+        }
+        let hash = sha256_flow_hash(flow_schema, distinguisher);
+        if self.by_key.len() >= Self::CAPACITY {
+            self.by_key.clear();
+        }
+        let cached = CachedFlowHash {
+            flow_schema: flow_schema.into(),
+            distinguisher: distinguisher.into(),
+            hash,
+        };
+        self.by_key.insert(key, cached);
+        hash
+    }
+}
+
+/// [`flow_hash`] computed.
+fn sha256_flow_hash(flow_schema: &str, distinguisher: &str) -> u64 {
     let digest = Sha256::new()
         .chain_update(flow_schema.as_bytes())
         .chain_update([0u8])
