@@ -121,20 +121,19 @@ async fn drive(
         let late = time < latest;
         latest = latest.max(time);
         advance_to(time).await;
+        // Until the next `.await` the clock stands still: read once for the whole event.
+        let now = Instant::now();
         match event {
             TraceEvent::Request(mut request) => {
                 executions.fill_in(&mut request);
                 if let Some(d) = request.duration {
-                    last_end = last_end.max(Instant::now() + d);
+                    last_end = last_end.max(now + d);
                 }
                 let request = Arc::new(request);
+                let arrived = if late { now } else { time.min(now) };
                 for sim in &sims {
-                    let arrived = if late {
-                        Instant::now()
-                    } else {
-                        time.min(Instant::now())
-                    };
-                    let started = sim.start(Arc::clone(&request), arrived, late, options, &alive);
+                    let started =
+                        sim.start(Arc::clone(&request), arrived, now, late, options, &alive);
                     if let Some((until, seat)) = started {
                         seq += 1;
                         holding.push(Reverse(Held { until, seq, seat }));
@@ -142,7 +141,7 @@ async fn drive(
                 }
             }
             TraceEvent::Ended { key, .. } => {
-                last_end = last_end.max(Instant::now());
+                last_end = last_end.max(now);
                 for sim in &sims {
                     sim.open_watches.lock().remove(&key);
                 }
@@ -217,13 +216,14 @@ impl Sim {
     }
 
     /// Replays one request, which arrived at `arrived` (the clock reads that rounded up to the
-    /// millisecond). A request dispatched at once (the common case) returns
+    /// millisecond: `now`). A request dispatched at once (the common case) returns
     /// its seats with the instant they are to be given back, for the driver to hold; one that
     /// waits in a queue, and every watch, goes on in a task of its own.
     fn start(
         &self,
         request: Arc<TraceRequest>,
         arrived: Instant,
+        now: Instant,
         late: bool,
         options: &SimOptions,
         alive: &mpsc::Sender<()>,
@@ -251,7 +251,7 @@ impl Sim {
             .or_else(|_| deadlines(handling, None, options.request_timeout))
             .ok()?;
         let snapshot = self.flow_control.snapshot();
-        let prepared = FlowRequest::prepare(
+        let prepared = FlowRequest::prepare_at(
             &snapshot,
             &self.estimator,
             &request.identity,
@@ -259,6 +259,7 @@ impl Sim {
             query,
             deadlines.wait_limit,
             false,
+            now,
         );
         let FlowRequest {
             classification,
@@ -433,10 +434,8 @@ async fn release_until(holding: &mut BinaryHeap<Reverse<Held>>, time: Instant) {
         };
         advance_to(first.until).await;
         drop(first.seat);
-        while holding
-            .peek()
-            .is_some_and(|Reverse(h)| h.until <= Instant::now())
-        {
+        let now = Instant::now();
+        while holding.peek().is_some_and(|Reverse(h)| h.until <= now) {
             if let Some(Reverse(h)) = holding.pop() {
                 drop(h.seat);
             }
