@@ -15,7 +15,8 @@ use std::hash::Hasher;
 
 use sha2::{Digest, Sha256};
 
-use self::index::{WordBuildHasher, WordHasher};
+pub(crate) use self::index::WordBuildHasher;
+use self::index::WordHasher;
 
 use crate::auth::Identity;
 use crate::config::{DistinguisherMethod, FlowSchemaRef, PriorityLevelRef};

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use self::prefilter::{Prefilter, RequestBits};
-pub(super) use self::prefilter::{WordBuildHasher, WordHasher};
+pub(crate) use self::prefilter::{WordBuildHasher, WordHasher};
 use super::rule::{request_matches, SERVICE_ACCOUNT_PREFIX, WILDCARD};
 use crate::auth::Identity;
 use crate::config::{Config, FlowSchemaRef, PriorityLevelRef, Subject};
