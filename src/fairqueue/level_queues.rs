@@ -150,6 +150,20 @@ impl LevelQueues {
         }
     }
 
+    /// [`admit`](Self::admit) begun at once: the answer when there is one without waiting (most
+    /// requests), else the admission of the request just queued, to be polled for the rest.
+    pub fn start_admit(
+        self: &Arc<Self>,
+        req: AdmitRequest,
+    ) -> Result<Result<Seat, Rejection>, Admit> {
+        match self.enqueue(req) {
+            Enqueued::Answered(answer) => Ok(answer),
+            Enqueued::Queued { guard, woken } => Err(Admit {
+                state: AdmitState::Waiting { guard, woken },
+            }),
+        }
+    }
+
     /// Takes `req` to the queue set: answered at once, or queued with a guard.
     fn enqueue(self: &Arc<Self>, req: AdmitRequest) -> Enqueued {
         let arrived = Instant::now();
