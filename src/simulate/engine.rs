@@ -102,8 +102,7 @@ async fn drive(
     let mut last_end = origin;
     // Seats of requests dispatched at once, held by the driver until their end: the common case
     // costs no task and no timer of its own.
-    let mut holding: BinaryHeap<Reverse<Held>> = BinaryHeap::new();
-    let mut seq = 0u64;
+    let mut holding = Holding::default();
     let mut executions = Executions::default();
     let mut latest = origin;
     for event in events {
@@ -135,8 +134,7 @@ async fn drive(
                     let started =
                         sim.start(Arc::clone(&request), arrived, now, late, options, &alive);
                     if let Some((until, seat)) = started {
-                        seq += 1;
-                        holding.push(Reverse(Held { until, seq, seat }));
+                        holding.push(until, seat);
                     }
                 }
             }
@@ -325,9 +323,11 @@ impl Sim {
 /// A request the recording server rejected (`429`) never executed: its recorded duration is its
 /// wait before the rejection (or nothing). Where the simulated configuration would admit it, it
 /// is given the mean execution time of the requests of its method served before it.
+///
+/// A trace has a handful of methods: they are found by a scan, without hashing.
 #[derive(Debug, Default)]
 struct Executions {
-    by_method: HashMap<http::Method, (Duration, u32)>,
+    by_method: Vec<(http::Method, Duration, u32)>,
 }
 
 impl Executions {
@@ -335,13 +335,19 @@ impl Executions {
         let Some(duration) = request.duration else {
             return;
         };
+        let at = self.by_method.iter().position(|(m, ..)| *m == request.method);
         if request.status == Some(429) {
-            if let Some((sum, n)) = self.by_method.get(&request.method) {
+            if let Some((_, sum, n)) = at.map(|i| &self.by_method[i]) {
                 request.duration = Some(*sum / (*n).max(1));
             }
             return;
         }
-        let (sum, n) = self.by_method.entry(request.method.clone()).or_default();
+        let i = at.unwrap_or_else(|| {
+            let new = (request.method.clone(), Duration::ZERO, 0);
+            self.by_method.push(new);
+            self.by_method.len() - 1
+        });
+        let (_, sum, n) = &mut self.by_method[i];
         if *n < u32::MAX {
             *sum += duration;
             *n += 1;
@@ -386,30 +392,43 @@ impl Outcome {
     }
 }
 
-/// Seats the driver holds until `until`.
-struct Held {
-    until: Instant,
+/// Seats the driver holds, each until its instant: a heap of small keys (the instant, then the
+/// order they were taken in), the seats themselves in slots that are reused.
+#[derive(Default)]
+struct Holding {
+    by_until: BinaryHeap<Reverse<(Instant, u64, usize)>>,
+    seats: Vec<Option<Seat>>,
+    free: Vec<usize>,
     seq: u64,
-    seat: Seat,
 }
 
-impl PartialEq for Held {
-    fn eq(&self, other: &Self) -> bool {
-        (self.until, self.seq) == (other.until, other.seq)
+// === impl Holding ===
+
+impl Holding {
+    fn push(&mut self, until: Instant, seat: Seat) {
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.seats[slot] = Some(seat);
+                slot
+            }
+            None => {
+                self.seats.push(Some(seat));
+                self.seats.len() - 1
+            }
+        };
+        self.seq += 1;
+        self.by_until.push(Reverse((until, self.seq, slot)));
     }
-}
 
-impl Eq for Held {}
-
-impl PartialOrd for Held {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Held {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.until, self.seq).cmp(&(other.until, other.seq))
+    /// The first seat to give back if it is due by `time`, with its instant.
+    fn pop_due(&mut self, time: Instant) -> Option<(Instant, Option<Seat>)> {
+        let Reverse((until, _, slot)) = *self.by_until.peek()?;
+        if until > time {
+            return None;
+        }
+        self.by_until.pop();
+        self.free.push(slot);
+        Some((until, self.seats[slot].take()))
     }
 }
 
@@ -427,18 +446,13 @@ async fn advance_to(time: Instant) {
 
 /// Gives back, each at its own instant, the seats held until `time` or earlier, letting the
 /// requests they dispatch start at that instant too.
-async fn release_until(holding: &mut BinaryHeap<Reverse<Held>>, time: Instant) {
-    while holding.peek().is_some_and(|Reverse(h)| h.until <= time) {
-        let Some(Reverse(first)) = holding.pop() else {
-            break;
-        };
-        advance_to(first.until).await;
-        drop(first.seat);
+async fn release_until(holding: &mut Holding, time: Instant) {
+    while let Some((until, seat)) = holding.pop_due(time) {
+        advance_to(until).await;
+        drop(seat);
         let now = Instant::now();
-        while holding.peek().is_some_and(|Reverse(h)| h.until <= now) {
-            if let Some(Reverse(h)) = holding.pop() {
-                drop(h.seat);
-            }
+        while let Some((_, seat)) = holding.pop_due(now) {
+            drop(seat);
         }
         // The requests those seats dispatched run now, before the clock moves on.
         tokio::task::yield_now().await;
