@@ -290,6 +290,12 @@ impl LevelQueues {
         }
     }
 
+    /// The seats held now (executing and lingering): [`stats`](Self::stats)`.seats_in_use`
+    /// alone.
+    pub fn seats_in_use(&self) -> u64 {
+        self.state.lock().qs.seats_in_use()
+    }
+
     /// The readings behind the dispatch gauges ([`QueueSet::dispatch_readings`]).
     pub fn dispatch_readings(&self) -> Option<DispatchR> {
         self.state.lock().qs.dispatch_readings()

@@ -119,9 +119,8 @@ async fn drive(
         // window). Not the clock: it reads the last instant rounded up to the millisecond.
         let late = time < latest;
         latest = latest.max(time);
-        advance_to(time).await;
         // Until the next `.await` the clock stands still: read once for the whole event.
-        let now = Instant::now();
+        let now = advance_to(time).await;
         match event {
             TraceEvent::Request(mut request) => {
                 executions.fill_in(&mut request);
@@ -191,6 +190,9 @@ impl Sim {
             ));
         }
         let mut recorder = Recorder::default();
+        if options.timeline_interval.is_none() {
+            recorder.without_timeline();
+        }
         for level in flow_control.levels() {
             let pl = &level.priority_level;
             recorder.level(&pl.name, pl.is_exempt(), level.limits.nominal_cl);
@@ -335,7 +337,10 @@ impl Executions {
         let Some(duration) = request.duration else {
             return;
         };
-        let at = self.by_method.iter().position(|(m, ..)| *m == request.method);
+        let at = self
+            .by_method
+            .iter()
+            .position(|(m, ..)| *m == request.method);
         if request.status == Some(429) {
             if let Some((_, sum, n)) = at.map(|i| &self.by_method[i]) {
                 request.duration = Some(*sum / (*n).max(1));
@@ -372,7 +377,7 @@ impl Outcome {
     ) -> Option<Seat> {
         match admitted {
             Ok(seat) => {
-                let in_use = queues.stats().seats_in_use;
+                let in_use = queues.seats_in_use();
                 let (pl, fs) = (&self.priority_level, &self.flow_schema);
                 self.recorder
                     .lock()
@@ -437,20 +442,22 @@ pub(super) const TICK: Duration = Duration::from_millis(1);
 
 /// Moves the clock to `time` — unless it falls within the current millisecond, which the clock
 /// cannot resolve anyway: then events are replayed at once, still in their exact order, and the
-/// runtime is not parked and woken for each of them.
-async fn advance_to(time: Instant) {
-    if time >= Instant::now() + TICK {
-        tokio::time::sleep_until(time).await;
+/// runtime is not parked and woken for each of them. Returns the clock's reading afterwards.
+async fn advance_to(time: Instant) -> Instant {
+    let now = Instant::now();
+    if time < now + TICK {
+        return now;
     }
+    tokio::time::sleep_until(time).await;
+    Instant::now()
 }
 
 /// Gives back, each at its own instant, the seats held until `time` or earlier, letting the
 /// requests they dispatch start at that instant too.
 async fn release_until(holding: &mut Holding, time: Instant) {
     while let Some((until, seat)) = holding.pop_due(time) {
-        advance_to(until).await;
+        let now = advance_to(until).await;
         drop(seat);
-        let now = Instant::now();
         while let Some((_, seat)) = holding.pop_due(now) {
             drop(seat);
         }

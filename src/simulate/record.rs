@@ -352,6 +352,8 @@ pub struct Recorder {
     requests: u64,
     bypassed: u64,
     late: u64,
+    /// No timeline is sampled: the waits since the last sample are not kept.
+    without_timeline: bool,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -416,6 +418,12 @@ impl Recorder {
         entry.nominal_limit = nominal_limit;
     }
 
+    /// No timeline will be sampled ([`sample`](Self::sample) is not called): each dispatch then
+    /// skips the figures kept for the next sample.
+    pub fn without_timeline(&mut self) {
+        self.without_timeline = true;
+    }
+
     /// A request was replayed; `bypassed` when it bypasses flow control.
     pub fn request(&mut self, bypassed: bool, late: bool) {
         self.requests += 1;
@@ -454,7 +462,9 @@ impl Recorder {
             l.dispatched += 1;
             let w = micros(waited);
             let _ = l.waits.record(w);
-            let _ = l.interval_waits.record(w);
+            if !self.without_timeline {
+                let _ = l.interval_waits.record(w);
+            }
             l.max_seats_in_use = l.max_seats_in_use.max(seats_in_use);
         }
         if let Some(s) = self.schemas.get_mut(flow_schema) {

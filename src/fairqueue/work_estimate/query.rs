@@ -107,7 +107,10 @@ fn query_unescape(s: &str) -> Option<String> {
             }
         }
     }
-    Some(String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+    Some(
+        String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    )
 }
 
 fn hex(b: u8) -> Option<u8> {
