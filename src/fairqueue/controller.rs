@@ -16,7 +16,9 @@ use futures_util::FutureExt;
 use tokio::time::Instant;
 
 use super::borrowing::{self, BorrowingOutcome, LevelDemand, SeatDemandStats};
-use super::level_queues::{AdmitRequest, LevelObserver, LevelQueues, Rejection, Seat};
+use super::level_queues::{
+    AdmitRequest, AdmitStarted, LevelObserver, LevelQueues, Rejection, Seat,
+};
 use super::limits::{self, LevelLimits};
 use super::queueset::{QueueSetError, QueueShape, QueuingConfig};
 use super::retry_after::DroppedRequestsTracker;
@@ -300,12 +302,12 @@ impl FlowControl {
     /// boxed, and polled once here as before (its timer registered).
     pub fn start_admit(self: &Arc<Self>, level: LevelHandle, req: AdmitRequest) -> Admitting {
         let waiting = match level.queues.start_admit(req) {
-            Ok(admitted) => {
+            AdmitStarted::Answered(admitted) => {
                 return Admitting::Decided(
                     admitted.map_err(|rejection| self.with_retry_after(rejection)),
                 )
             }
-            Err(waiting) => waiting,
+            AdmitStarted::Queued(waiting) => waiting,
         };
         let flow_control = Arc::clone(self);
         let mut admitting = Box::pin(waiting.map(move |admitted| {

@@ -152,13 +152,10 @@ impl LevelQueues {
 
     /// [`admit`](Self::admit) begun at once: the answer when there is one without waiting (most
     /// requests), else the admission of the request just queued, to be polled for the rest.
-    pub fn start_admit(
-        self: &Arc<Self>,
-        req: AdmitRequest,
-    ) -> Result<Result<Seat, Rejection>, Admit> {
+    pub fn start_admit(self: &Arc<Self>, req: AdmitRequest) -> AdmitStarted {
         match self.enqueue(req) {
-            Enqueued::Answered(answer) => Ok(answer),
-            Enqueued::Queued { guard, woken } => Err(Admit {
+            Enqueued::Answered(answer) => AdmitStarted::Answered(answer),
+            Enqueued::Queued { guard, woken } => AdmitStarted::Queued(Admit {
                 state: AdmitState::Waiting { guard, woken },
             }),
         }
@@ -395,6 +392,15 @@ impl LevelQueues {
             o.seats_changed(&self.name, fs, -i64::from(seats));
         }
     }
+}
+
+/// What [`LevelQueues::start_admit`] did with a request.
+#[derive(Debug)]
+pub enum AdmitStarted {
+    /// A seat or a refusal, at once.
+    Answered(Result<Seat, Rejection>),
+    /// Queued: the rest of its admission.
+    Queued(Admit),
 }
 
 /// What [`LevelQueues::enqueue`] did with a request.

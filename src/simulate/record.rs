@@ -439,10 +439,7 @@ impl Recorder {
         // Looked up before it is inserted: no allocation for a schema already counted.
         let s = match self.schemas.get_mut(flow_schema) {
             Some(s) => s,
-            None => self
-                .schemas
-                .entry(flow_schema.to_string())
-                .or_insert_with(SchemaRecord::default),
+            None => self.schemas.entry(flow_schema.to_string()).or_default(),
         };
         if s.priority_level.is_empty() {
             s.priority_level = priority_level.to_string();
