@@ -301,7 +301,18 @@ impl FlowControl {
     /// A request answered at once costs no future either: only one that waits in a queue is
     /// boxed, and polled once here as before (its timer registered).
     pub fn start_admit(self: &Arc<Self>, level: LevelHandle, req: AdmitRequest) -> Admitting {
-        let waiting = match level.queues.start_admit(req) {
+        self.start_admit_at(level, req, Instant::now())
+    }
+
+    /// [`start_admit`](Self::start_admit) for a request arriving `now`, the clock's reading,
+    /// which a caller that has it hands over (`simulate` reads its paused clock once per event).
+    pub fn start_admit_at(
+        self: &Arc<Self>,
+        level: LevelHandle,
+        req: AdmitRequest,
+        now: Instant,
+    ) -> Admitting {
+        let waiting = match level.queues.start_admit(req, now) {
             AdmitStarted::Answered(admitted) => {
                 return Admitting::Decided(
                     admitted.map_err(|rejection| self.with_retry_after(rejection)),

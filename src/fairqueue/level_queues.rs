@@ -152,8 +152,9 @@ impl LevelQueues {
 
     /// [`admit`](Self::admit) begun at once: the answer when there is one without waiting (most
     /// requests), else the admission of the request just queued, to be polled for the rest.
-    pub fn start_admit(self: &Arc<Self>, req: AdmitRequest) -> AdmitStarted {
-        match self.enqueue(req) {
+    /// `now` is the clock's reading, which a caller that has it hands over.
+    pub fn start_admit(self: &Arc<Self>, req: AdmitRequest, now: Instant) -> AdmitStarted {
+        match self.enqueue(req, now) {
             Enqueued::Answered(answer) => AdmitStarted::Answered(answer),
             Enqueued::Queued { guard, woken } => AdmitStarted::Queued(Admit {
                 state: AdmitState::Waiting { guard, woken },
@@ -161,9 +162,9 @@ impl LevelQueues {
         }
     }
 
-    /// Takes `req` to the queue set: answered at once, or queued with a guard.
-    fn enqueue(self: &Arc<Self>, req: AdmitRequest) -> Enqueued {
-        let arrived = Instant::now();
+    /// Takes `req`, arrived `now`, to the queue set: answered at once, or queued with a guard.
+    fn enqueue(self: &Arc<Self>, req: AdmitRequest, now: Instant) -> Enqueued {
+        let arrived = now;
         let deadline = arrived + req.wait_limit;
         let flow_schema = Arc::clone(&req.flow.flow_schema);
         let mutating = req.flow.mutating;
@@ -338,8 +339,7 @@ impl LevelQueues {
     }
 
     /// Ends the execution of `id`; its final seats linger on a timer if it has any.
-    fn release(self: &Arc<Self>, id: RequestId, fs: Arc<str>, seats: u32) {
-        let now = Instant::now();
+    fn release(self: &Arc<Self>, id: RequestId, fs: Arc<str>, seats: u32, now: Instant) {
         let finished = self.with_queue_set(now, |qs| qs.finish(id, now));
         let Ok(fin) = finished else {
             tracing::error!(priority_level = %self.name, "Seat released twice or unknown");
@@ -461,7 +461,7 @@ impl Future for Admit {
                     else {
                         unreachable!("invariant: the state was just matched as Start");
                     };
-                    match level.enqueue(req) {
+                    match level.enqueue(req, Instant::now()) {
                         Enqueued::Answered(answer) => return Poll::Ready(answer),
                         Enqueued::Queued { guard, woken } => {
                             state.set(AdmitState::Waiting { guard, woken });
@@ -543,9 +543,19 @@ impl Seat {
     /// Releases the seats now while the caller carries on (a watch once it is initialised).
     /// Later calls and the drop do nothing.
     pub fn finish_early(&mut self) {
+        self.finish_early_at(Instant::now());
+    }
+
+    /// Releases the seats at `now`, the clock's reading, which a caller that has it hands over
+    /// (`simulate`'s driver).
+    pub fn release_at(mut self, now: Instant) {
+        self.finish_early_at(now);
+    }
+
+    fn finish_early_at(&mut self, now: Instant) {
         if let Some(id) = self.id.take() {
             self.level
-                .release(id, Arc::clone(&self.flow_schema), self.seats);
+                .release(id, Arc::clone(&self.flow_schema), self.seats, now);
         }
     }
 

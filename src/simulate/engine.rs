@@ -277,7 +277,10 @@ impl Sim {
             .lock()
             .arrived(&outcome.priority_level, &outcome.flow_schema);
         let queues = Arc::clone(level.queues());
-        let admitting = match (handling, self.flow_control.start_admit(level, admit)) {
+        let admitting = match (
+            handling,
+            self.flow_control.start_admit_at(level, admit, now),
+        ) {
             // Most requests get their seats at once: no task, no timer of their own.
             (Handling::Ordinary, Admitting::Decided(admitted)) => {
                 let seat = outcome.record(admitted, &queues)?;
@@ -457,12 +460,19 @@ async fn advance_to(time: Instant) -> Instant {
 async fn release_until(holding: &mut Holding, time: Instant) {
     while let Some((until, seat)) = holding.pop_due(time) {
         let now = advance_to(until).await;
-        drop(seat);
+        release(seat, now);
         while let Some((_, seat)) = holding.pop_due(now) {
-            drop(seat);
+            release(seat, now);
         }
         // The requests those seats dispatched run now, before the clock moves on.
         tokio::task::yield_now().await;
+    }
+}
+
+/// Gives back seats the driver held, at `now`.
+fn release(seat: Option<Seat>, now: Instant) {
+    if let Some(seat) = seat {
+        seat.release_at(now);
     }
 }
 
