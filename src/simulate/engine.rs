@@ -239,57 +239,70 @@ impl Sim {
             }
         };
         let handling = Handling::of(&info);
-        self.recorder
-            .lock()
-            .request(handling == Handling::Bypass, late);
         if handling == Handling::Bypass {
+            self.recorder.lock().request(true, late);
             return None;
         }
         // A `?timeout=` the apiserver would refuse with 400 replays with the full timeout: the
         // recording server answered it, so it was valid there.
         let deadlines = deadlines(handling, query, options.request_timeout)
-            .or_else(|_| deadlines(handling, None, options.request_timeout))
-            .ok()?;
+            .or_else(|_| deadlines(handling, None, options.request_timeout));
         let snapshot = self.flow_control.snapshot();
-        let prepared = FlowRequest::prepare_at(
-            &snapshot,
-            &self.estimator,
-            &request.identity,
-            &info,
-            query,
-            deadlines.wait_limit,
-            false,
-            now,
-        );
-        let FlowRequest {
+        let prepared = deadlines.ok().and_then(|deadlines| {
+            FlowRequest::prepare_at(
+                &snapshot,
+                &self.estimator,
+                &request.identity,
+                &info,
+                query,
+                deadlines.wait_limit,
+                false,
+                now,
+            )
+            .ok()
+        });
+        let Some(FlowRequest {
             classification,
             level,
             admit,
-        } = prepared.ok()?;
-        // The level's own name and the classification's distinguisher: nothing allocated.
-        let outcome = Outcome {
-            recorder: Arc::clone(&self.recorder),
-            priority_level: Arc::clone(level.queues().name()),
-            flow_schema: Arc::clone(&admit.flow.flow_schema),
-            distinguisher: classification.flow_distinguisher,
+        }) = prepared
+        else {
+            self.recorder.lock().request(false, late);
+            return None;
         };
-        self.recorder
-            .lock()
-            .arrived(&outcome.priority_level, &outcome.flow_schema);
+        // The level's own name and the classification's FlowSchema: nothing allocated.
         let queues = Arc::clone(level.queues());
+        let flow_schema = Arc::clone(&admit.flow.flow_schema);
+        {
+            let mut recorder = self.recorder.lock();
+            recorder.request(false, late);
+            recorder.arrived(queues.name(), &flow_schema);
+        }
         let admitting = match (
             handling,
             self.flow_control.start_admit_at(level, admit, now),
         ) {
             // Most requests get their seats at once: no task, no timer of their own.
             (Handling::Ordinary, Admitting::Decided(admitted)) => {
-                let seat = outcome.record(admitted, &queues)?;
+                let seat = record(
+                    &self.recorder,
+                    &flow_schema,
+                    &classification.flow_distinguisher,
+                    admitted,
+                    &queues,
+                )?;
                 // From the exact arrival, not the clock: tokio's timers tick in milliseconds,
                 // and `now` is the arrival rounded up to one.
                 let until = arrived + request.duration.unwrap_or_default();
                 return Some((until, seat));
             }
             (_, admitting) => admitting,
+        };
+        let outcome = Outcome {
+            recorder: Arc::clone(&self.recorder),
+            priority_level: Arc::clone(queues.name()),
+            flow_schema,
+            distinguisher: classification.flow_distinguisher,
         };
         let estimator = self.estimator.clone();
         let open_watches = Arc::clone(&self.open_watches);
@@ -378,24 +391,40 @@ impl Outcome {
         admitted: Result<Seat, Rejection>,
         queues: &LevelQueues,
     ) -> Option<Seat> {
-        match admitted {
-            Ok(seat) => {
-                let in_use = queues.seats_in_use();
-                let (pl, fs) = (&self.priority_level, &self.flow_schema);
-                self.recorder
-                    .lock()
-                    .dispatched(pl, fs, seat.waited(), in_use);
-                Some(seat)
-            }
-            Err(rejection) => {
-                self.recorder.lock().rejected(
-                    &self.priority_level,
-                    &self.flow_schema,
-                    &self.distinguisher,
-                    rejection.reason,
-                );
-                None
-            }
+        debug_assert_eq!(self.priority_level, *queues.name());
+        record(
+            &self.recorder,
+            &self.flow_schema,
+            &self.distinguisher,
+            admitted,
+            queues,
+        )
+    }
+}
+
+/// Records a dispatch at `queues`' level (with its seats then in use) or a rejection; the seat
+/// if any.
+fn record(
+    recorder: &Mutex<Recorder>,
+    flow_schema: &Arc<str>,
+    distinguisher: &str,
+    admitted: Result<Seat, Rejection>,
+    queues: &LevelQueues,
+) -> Option<Seat> {
+    let priority_level = queues.name();
+    match admitted {
+        Ok(seat) => {
+            let in_use = queues.seats_in_use();
+            recorder
+                .lock()
+                .dispatched(priority_level, flow_schema, seat.waited(), in_use);
+            Some(seat)
+        }
+        Err(rejection) => {
+            recorder
+                .lock()
+                .rejected(priority_level, flow_schema, distinguisher, rejection.reason);
+            None
         }
     }
 }
