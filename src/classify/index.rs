@@ -14,8 +14,8 @@ mod prefilter;
 use std::collections::HashMap;
 use std::fmt;
 
+pub(crate) use self::prefilter::WordBuildHasher;
 use self::prefilter::{Prefilter, RequestBits};
-pub(crate) use self::prefilter::{WordBuildHasher, WordHasher};
 use super::rule::{request_matches, SERVICE_ACCOUNT_PREFIX, WILDCARD};
 use crate::auth::Identity;
 use crate::config::{Config, FlowSchemaRef, PriorityLevelRef, Subject};

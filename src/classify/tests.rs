@@ -63,12 +63,7 @@ fn flow_hash_from_the_cache_is_the_computed_one() {
 fn flow_hashes_whose_keys_collide_take_turns() {
     let mut hashes = FlowHashes::default();
     // Two flows filed under one key, as a collision of the fast hash would.
-    let key = {
-        let mut key = WordHasher::default();
-        key.write(b"fs");
-        key.write(b"alice");
-        key.finish()
-    };
+    let key = hashes.key("fs", "alice");
     hashes.get_or_compute("fs", "alice");
     let stale = hashes.by_key.get_mut(&key).expect("cached");
     stale.distinguisher = "bob".into();

@@ -197,5 +197,5 @@ impl Hasher for WordHasher {
     }
 }
 
-/// The hasher of the subject maps (and of the flow-hash cache).
+/// The hasher of the subject maps (and of `simulate`'s recorder, keyed by configured names).
 pub(crate) type WordBuildHasher = BuildHasherDefault<WordHasher>;
