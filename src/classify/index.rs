@@ -14,7 +14,8 @@ mod prefilter;
 use std::collections::HashMap;
 use std::fmt;
 
-use self::prefilter::{Prefilter, RequestBits, WordBuildHasher};
+pub(crate) use self::prefilter::WordBuildHasher;
+use self::prefilter::{Prefilter, RequestBits};
 use super::rule::{request_matches, SERVICE_ACCOUNT_PREFIX, WILDCARD};
 use crate::auth::Identity;
 use crate::config::{Config, FlowSchemaRef, PriorityLevelRef, Subject};

@@ -41,6 +41,41 @@ fn flow_hash_is_sha256_of_name_nul_distinguisher_little_endian() {
 }
 
 #[test]
+fn flow_hash_from_the_cache_is_the_computed_one() {
+    // Twice round more flows than a thread keeps, so the cache fills, starts over and is hit.
+    let flows = FlowHashes::CAPACITY + 100;
+    for round in 0..2 {
+        for i in 0..flows {
+            let (fs, distinguisher) = (format!("fs-{}", i % 7), format!("user-{i}"));
+            assert_eq!(
+                flow_hash(&fs, &distinguisher),
+                sha256_flow_hash(&fs, &distinguisher),
+                "round {round}: {fs}/{distinguisher}"
+            );
+        }
+    }
+    // The split between the two strings is part of the flow.
+    assert_ne!(flow_hash("ab", "c"), flow_hash("a", "bc"));
+    assert_eq!(flow_hash("a", "bc"), sha256_flow_hash("a", "bc"));
+}
+
+#[test]
+fn flow_hashes_whose_keys_collide_take_turns() {
+    let mut hashes = FlowHashes::default();
+    // Two flows filed under one key, as a collision of the fast hash would.
+    let key = hashes.key("fs", "alice");
+    hashes.get_or_compute("fs", "alice");
+    let stale = hashes.by_key.get_mut(&key).expect("cached");
+    stale.distinguisher = "bob".into();
+    stale.hash = sha256_flow_hash("fs", "bob");
+    assert_eq!(
+        hashes.get_or_compute("fs", "alice"),
+        sha256_flow_hash("fs", "alice")
+    );
+    assert_eq!(hashes.by_key.len(), 1);
+}
+
+#[test]
 fn lower_precedence_wins_then_name_breaks_ties() {
     let fs = |name: &str, precedence| {
         flow_schema(

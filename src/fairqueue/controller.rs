@@ -16,7 +16,9 @@ use futures_util::FutureExt;
 use tokio::time::Instant;
 
 use super::borrowing::{self, BorrowingOutcome, LevelDemand, SeatDemandStats};
-use super::level_queues::{AdmitRequest, LevelObserver, LevelQueues, Rejection, Seat};
+use super::level_queues::{
+    AdmitRequest, AdmitStarted, LevelObserver, LevelQueues, Rejection, Seat,
+};
 use super::limits::{self, LevelLimits};
 use super::queueset::{QueueSetError, QueueShape, QueuingConfig};
 use super::retry_after::DroppedRequestsTracker;
@@ -295,9 +297,33 @@ impl FlowControl {
     /// Starts admitting `req` without a runtime task: polls the admission once, so that a
     /// request dispatched at once (most of them) costs no task or timer, and hands back the
     /// future otherwise. What `simulate` and the shadows do for every request they replay.
+    ///
+    /// A request answered at once costs no future either: only one that waits in a queue is
+    /// boxed, and polled once here as before (its timer registered).
     pub fn start_admit(self: &Arc<Self>, level: LevelHandle, req: AdmitRequest) -> Admitting {
+        self.start_admit_at(level, req, Instant::now())
+    }
+
+    /// [`start_admit`](Self::start_admit) for a request arriving `now`, the clock's reading,
+    /// which a caller that has it hands over (`simulate` reads its paused clock once per event).
+    pub fn start_admit_at(
+        self: &Arc<Self>,
+        level: LevelHandle,
+        req: AdmitRequest,
+        now: Instant,
+    ) -> Admitting {
+        let waiting = match level.queues.start_admit(req, now) {
+            AdmitStarted::Answered(admitted) => {
+                return Admitting::Decided(
+                    admitted.map_err(|rejection| self.with_retry_after(rejection)),
+                )
+            }
+            AdmitStarted::Queued(waiting) => waiting,
+        };
         let flow_control = Arc::clone(self);
-        let mut admitting = Box::pin(async move { flow_control.admit(&level, req).await });
+        let mut admitting = Box::pin(waiting.map(move |admitted| {
+            admitted.map_err(|rejection| flow_control.with_retry_after(rejection))
+        }));
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         match admitting.as_mut().poll(&mut cx) {
             std::task::Poll::Ready(admitted) => Admitting::Decided(admitted),

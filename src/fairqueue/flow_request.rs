@@ -75,12 +75,38 @@ impl FlowRequest {
         wait_limit: Duration,
         with_details: bool,
     ) -> Result<FlowRequest, NoQueues> {
+        let now = Instant::now();
+        Self::prepare_at(
+            snapshot,
+            estimator,
+            identity,
+            info,
+            query,
+            wait_limit,
+            with_details,
+            now,
+        )
+    }
+
+    /// [`prepare`](Self::prepare) at `now`, as read by a caller that has it already (`simulate`
+    /// reads its paused clock once per event).
+    #[allow(clippy::too_many_arguments)]
+    pub fn prepare_at(
+        snapshot: &Snapshot,
+        estimator: &WorkEstimator,
+        identity: &Identity,
+        info: &Arc<RequestInfo>,
+        query: Option<&str>,
+        wait_limit: Duration,
+        with_details: bool,
+        now: Instant,
+    ) -> Result<FlowRequest, NoQueues> {
         let classification = classify(snapshot.index(), identity, info);
         let level = snapshot
             .level(&classification.priority_level.name)
             .ok_or_else(|| NoQueues(classification.priority_level.name.clone()))?
             .clone();
-        let estimate = estimator.estimate(info, query, level.max_seats(), Instant::now());
+        let estimate = estimator.estimate(info, query, level.max_seats(), now);
         let details = with_details.then(|| {
             Arc::new(RequestDetails {
                 user_name: identity.user.clone(),

@@ -150,9 +150,21 @@ impl LevelQueues {
         }
     }
 
-    /// Takes `req` to the queue set: answered at once, or queued with a guard.
-    fn enqueue(self: &Arc<Self>, req: AdmitRequest) -> Enqueued {
-        let arrived = Instant::now();
+    /// [`admit`](Self::admit) begun at once: the answer when there is one without waiting (most
+    /// requests), else the admission of the request just queued, to be polled for the rest.
+    /// `now` is the clock's reading, which a caller that has it hands over.
+    pub fn start_admit(self: &Arc<Self>, req: AdmitRequest, now: Instant) -> AdmitStarted {
+        match self.enqueue(req, now) {
+            Enqueued::Answered(answer) => AdmitStarted::Answered(answer),
+            Enqueued::Queued { guard, woken } => AdmitStarted::Queued(Admit {
+                state: AdmitState::Waiting { guard, woken },
+            }),
+        }
+    }
+
+    /// Takes `req`, arrived `now`, to the queue set: answered at once, or queued with a guard.
+    fn enqueue(self: &Arc<Self>, req: AdmitRequest, now: Instant) -> Enqueued {
+        let arrived = now;
         let deadline = arrived + req.wait_limit;
         let flow_schema = Arc::clone(&req.flow.flow_schema);
         let mutating = req.flow.mutating;
@@ -276,6 +288,12 @@ impl LevelQueues {
         }
     }
 
+    /// The seats held now (executing and lingering): [`stats`](Self::stats)`.seats_in_use`
+    /// alone.
+    pub fn seats_in_use(&self) -> u64 {
+        self.state.lock().qs.seats_in_use()
+    }
+
     /// The readings behind the dispatch gauges ([`QueueSet::dispatch_readings`]).
     pub fn dispatch_readings(&self) -> Option<DispatchR> {
         self.state.lock().qs.dispatch_readings()
@@ -321,8 +339,7 @@ impl LevelQueues {
     }
 
     /// Ends the execution of `id`; its final seats linger on a timer if it has any.
-    fn release(self: &Arc<Self>, id: RequestId, fs: Arc<str>, seats: u32) {
-        let now = Instant::now();
+    fn release(self: &Arc<Self>, id: RequestId, fs: Arc<str>, seats: u32, now: Instant) {
         let finished = self.with_queue_set(now, |qs| qs.finish(id, now));
         let Ok(fin) = finished else {
             tracing::error!(priority_level = %self.name, "Seat released twice or unknown");
@@ -375,6 +392,15 @@ impl LevelQueues {
             o.seats_changed(&self.name, fs, -i64::from(seats));
         }
     }
+}
+
+/// What [`LevelQueues::start_admit`] did with a request.
+#[derive(Debug)]
+pub enum AdmitStarted {
+    /// A seat or a refusal, at once.
+    Answered(Result<Seat, Rejection>),
+    /// Queued: the rest of its admission.
+    Queued(Admit),
 }
 
 /// What [`LevelQueues::enqueue`] did with a request.
@@ -435,7 +461,7 @@ impl Future for Admit {
                     else {
                         unreachable!("invariant: the state was just matched as Start");
                     };
-                    match level.enqueue(req) {
+                    match level.enqueue(req, Instant::now()) {
                         Enqueued::Answered(answer) => return Poll::Ready(answer),
                         Enqueued::Queued { guard, woken } => {
                             state.set(AdmitState::Waiting { guard, woken });
@@ -517,9 +543,19 @@ impl Seat {
     /// Releases the seats now while the caller carries on (a watch once it is initialised).
     /// Later calls and the drop do nothing.
     pub fn finish_early(&mut self) {
+        self.finish_early_at(Instant::now());
+    }
+
+    /// Releases the seats at `now`, the clock's reading, which a caller that has it hands over
+    /// (`simulate`'s driver).
+    pub fn release_at(mut self, now: Instant) {
+        self.finish_early_at(now);
+    }
+
+    fn finish_early_at(&mut self, now: Instant) {
         if let Some(id) = self.id.take() {
             self.level
-                .release(id, Arc::clone(&self.flow_schema), self.seats);
+                .release(id, Arc::clone(&self.flow_schema), self.seats, now);
         }
     }
 

@@ -102,8 +102,7 @@ async fn drive(
     let mut last_end = origin;
     // Seats of requests dispatched at once, held by the driver until their end: the common case
     // costs no task and no timer of its own.
-    let mut holding: BinaryHeap<Reverse<Held>> = BinaryHeap::new();
-    let mut seq = 0u64;
+    let mut holding = Holding::default();
     let mut executions = Executions::default();
     let mut latest = origin;
     for event in events {
@@ -120,29 +119,26 @@ async fn drive(
         // window). Not the clock: it reads the last instant rounded up to the millisecond.
         let late = time < latest;
         latest = latest.max(time);
-        advance_to(time).await;
+        // Until the next `.await` the clock stands still: read once for the whole event.
+        let now = advance_to(time).await;
         match event {
             TraceEvent::Request(mut request) => {
                 executions.fill_in(&mut request);
                 if let Some(d) = request.duration {
-                    last_end = last_end.max(Instant::now() + d);
+                    last_end = last_end.max(now + d);
                 }
                 let request = Arc::new(request);
+                let arrived = if late { now } else { time.min(now) };
                 for sim in &sims {
-                    let arrived = if late {
-                        Instant::now()
-                    } else {
-                        time.min(Instant::now())
-                    };
-                    let started = sim.start(Arc::clone(&request), arrived, late, options, &alive);
+                    let started =
+                        sim.start(Arc::clone(&request), arrived, now, late, options, &alive);
                     if let Some((until, seat)) = started {
-                        seq += 1;
-                        holding.push(Reverse(Held { until, seq, seat }));
+                        holding.push(until, seat);
                     }
                 }
             }
             TraceEvent::Ended { key, .. } => {
-                last_end = last_end.max(Instant::now());
+                last_end = last_end.max(now);
                 for sim in &sims {
                     sim.open_watches.lock().remove(&key);
                 }
@@ -194,6 +190,9 @@ impl Sim {
             ));
         }
         let mut recorder = Recorder::default();
+        if options.timeline_interval.is_none() {
+            recorder.without_timeline();
+        }
         for level in flow_control.levels() {
             let pl = &level.priority_level;
             recorder.level(&pl.name, pl.is_exempt(), level.limits.nominal_cl);
@@ -217,13 +216,14 @@ impl Sim {
     }
 
     /// Replays one request, which arrived at `arrived` (the clock reads that rounded up to the
-    /// millisecond). A request dispatched at once (the common case) returns
+    /// millisecond: `now`). A request dispatched at once (the common case) returns
     /// its seats with the instant they are to be given back, for the driver to hold; one that
     /// waits in a queue, and every watch, goes on in a task of its own.
     fn start(
         &self,
         request: Arc<TraceRequest>,
         arrived: Instant,
+        now: Instant,
         late: bool,
         options: &SimOptions,
         alive: &mpsc::Sender<()>,
@@ -239,53 +239,70 @@ impl Sim {
             }
         };
         let handling = Handling::of(&info);
-        self.recorder
-            .lock()
-            .request(handling == Handling::Bypass, late);
         if handling == Handling::Bypass {
+            self.recorder.lock().request(true, late);
             return None;
         }
         // A `?timeout=` the apiserver would refuse with 400 replays with the full timeout: the
         // recording server answered it, so it was valid there.
         let deadlines = deadlines(handling, query, options.request_timeout)
-            .or_else(|_| deadlines(handling, None, options.request_timeout))
-            .ok()?;
+            .or_else(|_| deadlines(handling, None, options.request_timeout));
         let snapshot = self.flow_control.snapshot();
-        let prepared = FlowRequest::prepare(
-            &snapshot,
-            &self.estimator,
-            &request.identity,
-            &info,
-            query,
-            deadlines.wait_limit,
-            false,
-        );
-        let FlowRequest {
+        let prepared = deadlines.ok().and_then(|deadlines| {
+            FlowRequest::prepare_at(
+                &snapshot,
+                &self.estimator,
+                &request.identity,
+                &info,
+                query,
+                deadlines.wait_limit,
+                false,
+                now,
+            )
+            .ok()
+        });
+        let Some(FlowRequest {
             classification,
             level,
             admit,
-        } = prepared.ok()?;
-        // The level's own name and the classification's distinguisher: nothing allocated.
-        let outcome = Outcome {
-            recorder: Arc::clone(&self.recorder),
-            priority_level: Arc::clone(level.queues().name()),
-            flow_schema: Arc::clone(&admit.flow.flow_schema),
-            distinguisher: classification.flow_distinguisher,
+        }) = prepared
+        else {
+            self.recorder.lock().request(false, late);
+            return None;
         };
-        self.recorder
-            .lock()
-            .arrived(&outcome.priority_level, &outcome.flow_schema);
+        // The level's own name and the classification's FlowSchema: nothing allocated.
         let queues = Arc::clone(level.queues());
-        let admitting = match (handling, self.flow_control.start_admit(level, admit)) {
+        let flow_schema = Arc::clone(&admit.flow.flow_schema);
+        {
+            let mut recorder = self.recorder.lock();
+            recorder.request(false, late);
+            recorder.arrived(queues.name(), &flow_schema);
+        }
+        let admitting = match (
+            handling,
+            self.flow_control.start_admit_at(level, admit, now),
+        ) {
             // Most requests get their seats at once: no task, no timer of their own.
             (Handling::Ordinary, Admitting::Decided(admitted)) => {
-                let seat = outcome.record(admitted, &queues)?;
+                let seat = record(
+                    &self.recorder,
+                    &flow_schema,
+                    &classification.flow_distinguisher,
+                    admitted,
+                    &queues,
+                )?;
                 // From the exact arrival, not the clock: tokio's timers tick in milliseconds,
                 // and `now` is the arrival rounded up to one.
                 let until = arrived + request.duration.unwrap_or_default();
                 return Some((until, seat));
             }
             (_, admitting) => admitting,
+        };
+        let outcome = Outcome {
+            recorder: Arc::clone(&self.recorder),
+            priority_level: Arc::clone(queues.name()),
+            flow_schema,
+            distinguisher: classification.flow_distinguisher,
         };
         let estimator = self.estimator.clone();
         let open_watches = Arc::clone(&self.open_watches);
@@ -324,9 +341,11 @@ impl Sim {
 /// A request the recording server rejected (`429`) never executed: its recorded duration is its
 /// wait before the rejection (or nothing). Where the simulated configuration would admit it, it
 /// is given the mean execution time of the requests of its method served before it.
+///
+/// A trace has a handful of methods: they are found by a scan, without hashing.
 #[derive(Debug, Default)]
 struct Executions {
-    by_method: HashMap<http::Method, (Duration, u32)>,
+    by_method: Vec<(http::Method, Duration, u32)>,
 }
 
 impl Executions {
@@ -334,13 +353,22 @@ impl Executions {
         let Some(duration) = request.duration else {
             return;
         };
+        let at = self
+            .by_method
+            .iter()
+            .position(|(m, ..)| *m == request.method);
         if request.status == Some(429) {
-            if let Some((sum, n)) = self.by_method.get(&request.method) {
+            if let Some((_, sum, n)) = at.map(|i| &self.by_method[i]) {
                 request.duration = Some(*sum / (*n).max(1));
             }
             return;
         }
-        let (sum, n) = self.by_method.entry(request.method.clone()).or_default();
+        let i = at.unwrap_or_else(|| {
+            let new = (request.method.clone(), Duration::ZERO, 0);
+            self.by_method.push(new);
+            self.by_method.len() - 1
+        });
+        let (_, sum, n) = &mut self.by_method[i];
         if *n < u32::MAX {
             *sum += duration;
             *n += 1;
@@ -363,52 +391,81 @@ impl Outcome {
         admitted: Result<Seat, Rejection>,
         queues: &LevelQueues,
     ) -> Option<Seat> {
-        match admitted {
-            Ok(seat) => {
-                let in_use = queues.stats().seats_in_use;
-                let (pl, fs) = (&self.priority_level, &self.flow_schema);
-                self.recorder
-                    .lock()
-                    .dispatched(pl, fs, seat.waited(), in_use);
-                Some(seat)
-            }
-            Err(rejection) => {
-                self.recorder.lock().rejected(
-                    &self.priority_level,
-                    &self.flow_schema,
-                    &self.distinguisher,
-                    rejection.reason,
-                );
-                None
-            }
+        debug_assert_eq!(self.priority_level, *queues.name());
+        record(
+            &self.recorder,
+            &self.flow_schema,
+            &self.distinguisher,
+            admitted,
+            queues,
+        )
+    }
+}
+
+/// Records a dispatch at `queues`' level (with its seats then in use) or a rejection; the seat
+/// if any.
+fn record(
+    recorder: &Mutex<Recorder>,
+    flow_schema: &Arc<str>,
+    distinguisher: &str,
+    admitted: Result<Seat, Rejection>,
+    queues: &LevelQueues,
+) -> Option<Seat> {
+    let priority_level = queues.name();
+    match admitted {
+        Ok(seat) => {
+            let in_use = queues.seats_in_use();
+            recorder
+                .lock()
+                .dispatched(priority_level, flow_schema, seat.waited(), in_use);
+            Some(seat)
+        }
+        Err(rejection) => {
+            recorder
+                .lock()
+                .rejected(priority_level, flow_schema, distinguisher, rejection.reason);
+            None
         }
     }
 }
 
-/// Seats the driver holds until `until`.
-struct Held {
-    until: Instant,
+/// Seats the driver holds, each until its instant: a heap of small keys (the instant, then the
+/// order they were taken in), the seats themselves in slots that are reused.
+#[derive(Default)]
+struct Holding {
+    by_until: BinaryHeap<Reverse<(Instant, u64, usize)>>,
+    seats: Vec<Option<Seat>>,
+    free: Vec<usize>,
     seq: u64,
-    seat: Seat,
 }
 
-impl PartialEq for Held {
-    fn eq(&self, other: &Self) -> bool {
-        (self.until, self.seq) == (other.until, other.seq)
+// === impl Holding ===
+
+impl Holding {
+    fn push(&mut self, until: Instant, seat: Seat) {
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.seats[slot] = Some(seat);
+                slot
+            }
+            None => {
+                self.seats.push(Some(seat));
+                self.seats.len() - 1
+            }
+        };
+        self.seq += 1;
+        self.by_until.push(Reverse((until, self.seq, slot)));
     }
-}
 
-impl Eq for Held {}
-
-impl PartialOrd for Held {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Held {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.until, self.seq).cmp(&(other.until, other.seq))
+    /// The first seat to give back if it is due by `time`, with its instant.
+    fn pop_due(&mut self, time: Instant) -> Option<(Instant, Option<Seat>)> {
+        let Reverse((until, _, slot)) = *self.by_until.peek()?;
+        if until > time {
+            return None;
+        }
+        self.by_until.pop();
+        self.free.push(slot);
+        Some((until, self.seats[slot].take()))
     }
 }
 
@@ -417,32 +474,34 @@ pub(super) const TICK: Duration = Duration::from_millis(1);
 
 /// Moves the clock to `time` — unless it falls within the current millisecond, which the clock
 /// cannot resolve anyway: then events are replayed at once, still in their exact order, and the
-/// runtime is not parked and woken for each of them.
-async fn advance_to(time: Instant) {
-    if time >= Instant::now() + TICK {
-        tokio::time::sleep_until(time).await;
+/// runtime is not parked and woken for each of them. Returns the clock's reading afterwards.
+async fn advance_to(time: Instant) -> Instant {
+    let now = Instant::now();
+    if time < now + TICK {
+        return now;
     }
+    tokio::time::sleep_until(time).await;
+    Instant::now()
 }
 
 /// Gives back, each at its own instant, the seats held until `time` or earlier, letting the
 /// requests they dispatch start at that instant too.
-async fn release_until(holding: &mut BinaryHeap<Reverse<Held>>, time: Instant) {
-    while holding.peek().is_some_and(|Reverse(h)| h.until <= time) {
-        let Some(Reverse(first)) = holding.pop() else {
-            break;
-        };
-        advance_to(first.until).await;
-        drop(first.seat);
-        while holding
-            .peek()
-            .is_some_and(|Reverse(h)| h.until <= Instant::now())
-        {
-            if let Some(Reverse(h)) = holding.pop() {
-                drop(h.seat);
-            }
+async fn release_until(holding: &mut Holding, time: Instant) {
+    while let Some((until, seat)) = holding.pop_due(time) {
+        let now = advance_to(until).await;
+        release(seat, now);
+        while let Some((_, seat)) = holding.pop_due(now) {
+            release(seat, now);
         }
         // The requests those seats dispatched run now, before the clock moves on.
         tokio::task::yield_now().await;
+    }
+}
+
+/// Gives back seats the driver held, at `now`.
+fn release(seat: Option<Seat>, now: Instant) {
+    if let Some(seat) = seat {
+        seat.release_at(now);
     }
 }
 

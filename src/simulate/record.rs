@@ -4,13 +4,14 @@
 //! Memory grows with the number of levels, schemas, flows and timeline samples, never with the
 //! number of requests: waits go into fixed-size histograms.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::classify::WordBuildHasher;
 use crate::fairqueue::queueset::RejectReason;
 
 /// How many flows `topFlows` lists per level.
@@ -341,13 +342,18 @@ struct SchemaRecord {
 }
 
 /// Collects outcomes while a simulation runs.
+///
+/// Levels and schemas are looked up by name several times per request, by a fast hash (the
+/// names come from the configuration); the report lists them by name.
 #[derive(Debug, Default)]
 pub struct Recorder {
-    levels: BTreeMap<String, LevelRecord>,
-    schemas: BTreeMap<String, SchemaRecord>,
+    levels: HashMap<String, LevelRecord, WordBuildHasher>,
+    schemas: HashMap<String, SchemaRecord, WordBuildHasher>,
     requests: u64,
     bypassed: u64,
     late: u64,
+    /// No timeline is sampled: the waits since the last sample are not kept.
+    without_timeline: bool,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -412,6 +418,12 @@ impl Recorder {
         entry.nominal_limit = nominal_limit;
     }
 
+    /// No timeline will be sampled ([`sample`](Self::sample) is not called): each dispatch then
+    /// skips the figures kept for the next sample.
+    pub fn without_timeline(&mut self) {
+        self.without_timeline = true;
+    }
+
     /// A request was replayed; `bypassed` when it bypasses flow control.
     pub fn request(&mut self, bypassed: bool, late: bool) {
         self.requests += 1;
@@ -425,12 +437,9 @@ impl Recorder {
             l.arrivals += 1;
         }
         // Looked up before it is inserted: no allocation for a schema already counted.
-        if !self.schemas.contains_key(flow_schema) {
-            self.schemas
-                .insert(flow_schema.to_string(), SchemaRecord::default());
-        }
-        let Some(s) = self.schemas.get_mut(flow_schema) else {
-            return;
+        let s = match self.schemas.get_mut(flow_schema) {
+            Some(s) => s,
+            None => self.schemas.entry(flow_schema.to_string()).or_default(),
         };
         if s.priority_level.is_empty() {
             s.priority_level = priority_level.to_string();
@@ -450,7 +459,9 @@ impl Recorder {
             l.dispatched += 1;
             let w = micros(waited);
             let _ = l.waits.record(w);
-            let _ = l.interval_waits.record(w);
+            if !self.without_timeline {
+                let _ = l.interval_waits.record(w);
+            }
             l.max_seats_in_use = l.max_seats_in_use.max(seats_in_use);
         }
         if let Some(s) = self.schemas.get_mut(flow_schema) {
@@ -496,9 +507,12 @@ impl Recorder {
 
     /// The report; `duration` is the trace time replayed.
     pub fn report(&self, duration: Duration, server_concurrency_limit: u32) -> SimReport {
-        let priority_levels = self
-            .levels
-            .iter()
+        let mut levels: Vec<_> = self.levels.iter().collect();
+        levels.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut schemas: Vec<_> = self.schemas.iter().collect();
+        schemas.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let priority_levels = levels
+            .into_iter()
             .map(|(name, l)| {
                 let mut flows: Vec<_> = l.flows.iter().collect();
                 flows.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
@@ -524,9 +538,8 @@ impl Recorder {
                 }
             })
             .collect();
-        let flow_schemas = self
-            .schemas
-            .iter()
+        let flow_schemas = schemas
+            .into_iter()
             .map(|(name, s)| SchemaReport {
                 name: name.clone(),
                 priority_level: s.priority_level.clone(),

@@ -162,7 +162,7 @@ fn bit_of(value: &str) -> u64 {
 /// from the configuration: a request's values only probe them, so chosen inputs cannot build up
 /// collisions.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct WordHasher(u64);
+pub(crate) struct WordHasher(u64);
 
 const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
@@ -197,5 +197,5 @@ impl Hasher for WordHasher {
     }
 }
 
-/// The hasher of the subject maps.
-pub(super) type WordBuildHasher = BuildHasherDefault<WordHasher>;
+/// The hasher of the subject maps (and of `simulate`'s recorder, keyed by configured names).
+pub(crate) type WordBuildHasher = BuildHasherDefault<WordHasher>;

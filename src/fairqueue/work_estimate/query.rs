@@ -83,6 +83,9 @@ pub fn parse_query(query: &str) -> Vec<(String, String)> {
 /// Go's `url.QueryUnescape`: `+` → space, `%XX` → byte; `None` on a malformed escape. Bytes that
 /// are not UTF-8 are replaced (Go keeps them; no selector or version we compare contains them).
 fn query_unescape(s: &str) -> Option<String> {
+    if !s.contains(['%', '+']) {
+        return Some(s.to_owned());
+    }
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -104,7 +107,10 @@ fn query_unescape(s: &str) -> Option<String> {
             }
         }
     }
-    Some(String::from_utf8_lossy(&out).into_owned())
+    Some(
+        String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    )
 }
 
 fn hex(b: u8) -> Option<u8> {
