@@ -10,7 +10,7 @@ use kube_apf_proxy::proxy::{Forwarder, ForwarderConfigError, IdentityForwarding}
 use kube_apf_proxy::upstream::{UpstreamClient, UpstreamConfig};
 use support::fake_apiserver::FakeApiserver;
 use support::tls_world::{TlsWorld, GOOD_TOKEN, PROXY_TOKEN};
-use support::{body, forwarder_config, get, http1_client, read_json, REQUEST_TIMEOUT};
+use support::{body, forwarder_config, get, h2c_client, http1_client, read_json, REQUEST_TIMEOUT};
 
 #[tokio::test]
 async fn passthrough_sends_the_callers_token_and_no_proxy_certificate() {
@@ -123,20 +123,23 @@ async fn modes_refuse_to_start_without_the_credentials_they_need() {
 }
 
 #[tokio::test]
-async fn http2_is_used_when_the_upstream_offers_it() {
+async fn an_ordinary_request_keeps_its_callers_protocol_when_the_upstream_offers_http2() {
     let world = TlsWorld::start(true).await;
     let proxy = world.proxy(IdentityForwarding::Passthrough).await;
-    for _ in 0..2 {
-        let response = http1_client()
-            .request(get(&proxy.url("/api/v1/namespaces/ns/pods/web")))
-            .await
-            .expect("get");
+    let pod = proxy.url("/api/v1/namespaces/ns/pods/web");
+    for client in [http1_client(), h2c_client(), http1_client(), h2c_client()] {
+        let response = client.request(get(&pod)).await.expect("get");
         assert_eq!(response.status(), StatusCode::OK);
     }
-    let seen = world.fake.requests();
-    assert!(
-        seen.iter().all(|r| r.version == Version::HTTP_2),
-        "{seen:?}"
+    let seen: Vec<_> = world.fake.requests().iter().map(|r| r.version).collect();
+    assert_eq!(
+        seen,
+        [
+            Version::HTTP_11,
+            Version::HTTP_2,
+            Version::HTTP_11,
+            Version::HTTP_2
+        ]
     );
 }
 
@@ -158,16 +161,21 @@ async fn watches_are_multiplexed_over_an_http2_connection_of_their_own() {
     }
     let response = http1_client().request(get(&pod)).await.expect("get");
     assert_eq!(response.status(), StatusCode::OK);
-    let seen = world.fake.requests();
-    assert_eq!(seen.len(), 4);
-    assert!(
-        seen.iter().all(|r| r.version == Version::HTTP_2),
-        "{seen:?}"
+    // An HTTP/1.1 caller's GETs keep HTTP/1.1; its watches are multiplexed all the same.
+    let seen: Vec<_> = world.fake.requests().iter().map(|r| r.version).collect();
+    assert_eq!(
+        seen,
+        [
+            Version::HTTP_11,
+            Version::HTTP_2,
+            Version::HTTP_2,
+            Version::HTTP_11
+        ]
     );
     assert_eq!(
         world.fake.connections(),
         2,
-        "one for ordinary requests, one for both watches"
+        "one HTTP/1.1 connection for the GETs, one HTTP/2 connection for both watches"
     );
 }
 

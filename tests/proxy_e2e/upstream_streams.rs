@@ -124,7 +124,10 @@ async fn an_ordinary_request_keeps_its_callers_protocol_and_watches_stay_multipl
     // The two HTTP/1.1 GETs shared one pooled connection.
     let text = metrics(&app).await;
     assert_eq!(
-        metric_sum(&text, "apf_proxy_upstream_connections{protocol=\"http/1.1\"}"),
+        metric_sum(
+            &text,
+            "apf_proxy_upstream_connections{protocol=\"http/1.1\"}"
+        ),
         1.0,
         "{text}"
     );
