@@ -33,8 +33,10 @@ pub enum ProxyError {
         /// Shown to the caller.
         message: String,
     },
-    /// Flow control rejected the request (429 with `Retry-After`).
-    #[error("Too many requests, please try again later.")]
+    /// Flow control rejected the request (429 with `Retry-After`). The message is the sentence
+    /// kubectl prints for kube-apiserver's own APF rejection (a plain-text body, which client-go
+    /// words with the generic message of a 429), so that both read the same.
+    #[error("the server has received too many requests and has asked us to try again later")]
     TooManyRequests {
         /// The priority level's current Retry-After, in whole seconds (at least 1).
         retry_after_seconds: u32,

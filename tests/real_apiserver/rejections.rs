@@ -308,18 +308,13 @@ async fn a_429_reads_in_kubectl_as_the_apiservers_and_both_apf_headers_reach_the
         apiserver_says.contains("Error from server (TooManyRequests)"),
         "{apiserver_says}"
     );
-    // DISAGREEMENT (reported, not fixed here): the apiserver's APF rejection is a text/plain body
-    // (`http.Error(w, "Too many requests, please try again later.", 429)` in
-    // priority-and-fairness.go), for which client-go prints its generic sentence; the proxy
-    // answers with a `Status` JSON body (DESIGN.md: every response it writes itself is one), whose
-    // message kubectl prints instead. Same reason, same exit code, same Retry-After handling,
-    // different words. Pinned so that a change on either side is noticed.
-    assert_eq!(
-        proxy_says,
-        "Error from server (TooManyRequests): Too many requests, please try again later."
-    );
+    // The apiserver's APF rejection is a text/plain body (`http.Error(w, "Too many requests,
+    // please try again later.", 429)` in priority-and-fairness.go), for which client-go prints
+    // its generic sentence; the proxy answers with a `Status` (DESIGN.md: every response it
+    // writes itself is one) whose message is that sentence, so kubectl prints the same line.
     assert_eq!(
         apiserver_says,
         "Error from server (TooManyRequests): the server has received too many requests and has asked us to try again later"
     );
+    assert_eq!(proxy_says, apiserver_says);
 }

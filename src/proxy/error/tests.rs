@@ -51,7 +51,7 @@ async fn every_error_becomes_the_apiservers_status() {
             status(
                 429,
                 "TooManyRequests",
-                "Too many requests, please try again later.",
+                "the server has received too many requests and has asked us to try again later",
                 Some(json!({"retryAfterSeconds": 4})),
             ),
         ),
