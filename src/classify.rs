@@ -108,7 +108,7 @@ pub fn flow_distinguisher<'a>(
 /// `sha256(flow_schema ‖ 0x00 ‖ distinguisher)`, read little-endian.
 ///
 /// A pure function of its two strings, so each thread keeps the flows it hashed lately
-/// ([`FlowHashes`]): a request of a flow seen before costs a map lookup instead of a SHA-256.
+/// (`FlowHashes`): a request of a flow seen before costs a map lookup instead of a SHA-256.
 pub fn flow_hash(flow_schema: &str, distinguisher: &str) -> u64 {
     FLOW_HASHES.with_borrow_mut(|hashes| hashes.get_or_compute(flow_schema, distinguisher))
 }
