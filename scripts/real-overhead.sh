@@ -28,6 +28,9 @@
 # gets the first half of the CPUs, the proxy and the load generator the other half (taskset), as
 # when the proxy runs as a sidecar with a CPU request of its own: the throughput ratio then says
 # whether the proxy costs the apiserver requests, not whether both fit on the same cores.
+# PROXY_CPUS (a taskset CPU list, e.g. 1): the proxy and the REFERENCE proxies run on those CPUs
+# only. The proxy runs one worker per CPU it may use (a single-threaded scheduler on one), nginx
+# and HAProxy one worker each: PROXY_CPUS=1 compares like with like.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -73,6 +76,12 @@ case "$placement" in
   *) die "PLACEMENT is shared or split, not $placement" ;;
 esac
 
+proxy_cpus=("${client_cpus[@]}")
+if [ -n "${PROXY_CPUS:-}" ]; then
+  command -v taskset >/dev/null || die "PROXY_CPUS needs taskset"
+  proxy_cpus=(taskset -c "$PROXY_CPUS")
+fi
+
 extra=()
 if [ -n "${APISERVER_FLAGS:-}" ]; then
   read -ra words <<<"$APISERVER_FLAGS"
@@ -80,7 +89,7 @@ if [ -n "${APISERVER_FLAGS:-}" ]; then
 fi
 server="$(KUBE_APISERVER_OWNER_PID=$$ "${apiserver_cpus[@]}" "$root/scripts/kube-apiserver.sh" start "$dir" "${extra[@]}")"
 dir="$(cd "$dir" && pwd)"
-echo "real-overhead.sh: kube-apiserver at $server ($dir), placement $placement" >&2
+echo "real-overhead.sh: kube-apiserver at $server ($dir), placement $placement${PROXY_CPUS:+, proxies on CPUs $PROXY_CPUS}" >&2
 
 k() {
   kubectl --kubeconfig="$dir/admin.kubeconfig" --cache-dir="$dir/kube-cache" "$@"
@@ -110,7 +119,7 @@ count="$(k -n bench-list get configmaps -o name | wc -l)"
 
 proxy_port="$("$harness" free-port)"
 admin_port="$("$harness" free-port)"
-"${client_cpus[@]}" "$proxy_bin" serve \
+"${proxy_cpus[@]}" "$proxy_bin" serve \
   --bind-address=127.0.0.1 --secure-port="$proxy_port" \
   --admin-address="127.0.0.1:$admin_port" \
   --upstream="$server" --upstream-ca-file="$dir/ca.crt" \
@@ -166,7 +175,7 @@ http {
   }
 }
 EOF
-      "${client_cpus[@]}" nginx -p "$dir/nginx" -c "$dir/nginx/nginx.conf" >"$dir/nginx/stderr.log" 2>&1 &
+      "${proxy_cpus[@]}" nginx -p "$dir/nginx" -c "$dir/nginx/nginx.conf" >"$dir/nginx/stderr.log" 2>&1 &
       ;;
     haproxy)
       command -v haproxy >/dev/null || die "REFERENCE=haproxy: haproxy not found"
@@ -189,7 +198,7 @@ frontend fe
 backend apiserver
     server apiserver 127.0.0.1:$api_port ssl verify required ca-file $dir/ca.crt sni str(localhost) alpn http/1.1
 EOF
-      "${client_cpus[@]}" haproxy -db -f "$dir/haproxy/haproxy.cfg" >"$dir/haproxy/stderr.log" 2>&1 &
+      "${proxy_cpus[@]}" haproxy -db -f "$dir/haproxy/haproxy.cfg" >"$dir/haproxy/stderr.log" 2>&1 &
       ;;
     *) die "REFERENCE names nginx or haproxy, not $ref" ;;
   esac
