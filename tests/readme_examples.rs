@@ -351,7 +351,10 @@ fn the_quick_start_429_recipe_gives_a_429_and_metrics_count_it() {
         .lines()
         .filter(|l| l.contains("narrow") && !l.starts_with('#'))
         .collect();
-    assert!(seen, "the first request holds narrow's seat; narrow's series: {narrow:#?}");
+    assert!(
+        seen,
+        "the first request holds narrow's seat; narrow's series: {narrow:#?}"
+    );
     let second = Command::new("curl")
         .args([
             "-sk",
