@@ -63,35 +63,12 @@ pub struct FlowRequest {
 }
 
 impl FlowRequest {
-    /// Classifies `info` for `identity` against `snapshot` and estimates its seats now.
-    /// `wait_limit` is how long it may still wait in a queue; `details` (who asked for what) are
-    /// kept for the debug dumps when given.
-    pub fn prepare(
-        snapshot: &Snapshot,
-        estimator: &WorkEstimator,
-        identity: &Identity,
-        info: &Arc<RequestInfo>,
-        query: Option<&str>,
-        wait_limit: Duration,
-        with_details: bool,
-    ) -> Result<FlowRequest, NoQueues> {
-        let now = Instant::now();
-        Self::prepare_at(
-            snapshot,
-            estimator,
-            identity,
-            info,
-            query,
-            wait_limit,
-            with_details,
-            now,
-        )
-    }
-
-    /// [`prepare`](Self::prepare) at `now`, as read by a caller that has it already (`simulate`
-    /// reads its paused clock once per event).
+    /// Classifies `info` for `identity` against `snapshot` and estimates its seats at `now`
+    /// (`simulate` passes the clock reading it has for the event). `wait_limit` is how long it may
+    /// still wait in a queue; `details` (who asked for what) are kept for the debug dumps when
+    /// given.
     #[allow(clippy::too_many_arguments)]
-    pub fn prepare_at(
+    pub fn prepare(
         snapshot: &Snapshot,
         estimator: &WorkEstimator,
         identity: &Identity,

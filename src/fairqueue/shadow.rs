@@ -341,6 +341,7 @@ impl Shadow {
             query,
             wait_limit,
             false,
+            Instant::now(),
         );
         let FlowRequest {
             classification,

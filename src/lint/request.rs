@@ -51,6 +51,7 @@ pub fn judge(
         query,
         Duration::ZERO,
         false,
+        Instant::now(),
     )
     .map_err(|e| e.to_string())?;
     Ok(Judged {

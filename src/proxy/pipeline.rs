@@ -452,6 +452,7 @@ impl Proxy {
             query,
             wait_limit,
             true,
+            Instant::now(),
         );
         let FlowRequest {
             classification: class,

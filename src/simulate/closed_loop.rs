@@ -346,6 +346,7 @@ impl<'a> Driver<'a> {
             caller.query.as_deref(),
             caller.wait_limit,
             false,
+            Instant::now(),
         );
         let Ok(FlowRequest {
             classification,

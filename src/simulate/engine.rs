@@ -249,7 +249,7 @@ impl Sim {
             .or_else(|_| deadlines(handling, None, options.request_timeout));
         let snapshot = self.flow_control.snapshot();
         let prepared = deadlines.ok().and_then(|deadlines| {
-            FlowRequest::prepare_at(
+            FlowRequest::prepare(
                 &snapshot,
                 &self.estimator,
                 &request.identity,

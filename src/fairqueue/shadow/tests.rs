@@ -77,6 +77,7 @@ async fn a_shadow_of_the_configuration_in_force_reaches_its_verdicts() {
             None,
             wait_limit(Duration::from_secs(60)),
             false,
+            Instant::now(),
         )
         .expect("prepared");
         let enforced = Arc::clone(&enforced);
