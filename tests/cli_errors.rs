@@ -1,5 +1,6 @@
 //! The binary's startup errors, run as a user meets them: each cause once, the flag that named
-//! a file, and a hint where the cause is a common mistake.
+//! a file, and a hint where the cause is a common mistake; and a proxy whose standard error is
+//! closed under it.
 
 use std::process::Command;
 
@@ -206,4 +207,84 @@ fn unreadable_inputs_of_the_cluster_free_commands_name_their_flag() {
         assert_eq!(r.code, Some(2), "{args:?}");
         assert_eq!(r.stderr, format!("{want}\n"), "{args:?}");
     }
+}
+
+/// An upstream that answers every request `200 {}` (HTTP/1.1, one request per connection).
+fn answering_upstream() -> std::net::SocketAddr {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            let mut reader = BufReader::new(stream);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let _ = reader.get_mut().write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+            );
+        }
+    });
+    addr
+}
+
+/// Standard error closed under the proxy (a log pipe whose reader died): its log lines are
+/// dropped and it goes on serving. tracing-subscriber's default reported a failed write with
+/// `eprintln!`, which panics when standard error is what failed, in the task that logged: the
+/// secure listener logs as it starts, so its port then refused every connection.
+#[test]
+fn a_closed_standard_error_leaves_the_proxy_serving() {
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port()
+    };
+    let (secure, admin) = (free(), free());
+    let upstream = answering_upstream();
+    let mut proxy = Command::new(env!("CARGO_BIN_EXE_kube-apf-proxy"))
+        .args([
+            "serve",
+            "--bind-address=127.0.0.1",
+            &format!("--secure-port={secure}"),
+            &format!("--admin-address=127.0.0.1:{admin}"),
+            &format!("--upstream=http://{upstream}"),
+        ])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the proxy starts");
+    // The reader goes away before the proxy has written a line.
+    drop(proxy.stderr.take());
+    let get = |url: &str| {
+        let out = Command::new("curl")
+            .args([
+                "-sk",
+                "-m",
+                "5",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                url,
+            ])
+            .output()
+            .expect("curl runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let mut answered = String::new();
+    for _ in 0..100 {
+        answered = get(&format!("https://127.0.0.1:{secure}/version"));
+        if answered == "200" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let alive = proxy.try_wait().expect("status").is_none();
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    assert!(alive, "the proxy is still running");
+    assert_eq!(answered, "200", "a request through the secure port");
 }

@@ -11,6 +11,17 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// A child process killed (and reaped) when dropped, so that a failing assertion leaves no
+/// proxy or curl behind.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -276,26 +287,28 @@ fn the_quick_start_429_recipe_gives_a_429_and_metrics_count_it() {
     // Listening, never accepting: connections complete in the kernel's backlog and hang.
     let upstream = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let upstream = upstream.local_addr().expect("addr");
-    let mut proxy = Command::new(env!("CARGO_BIN_EXE_kube-apf-proxy"))
-        .args([
-            "serve",
-            "--config-dir",
-            "examples/narrow",
-            "--upstream",
-            &format!("http://{upstream}"),
-            "--bind-address",
-            "127.0.0.1",
-            "--secure-port",
-            "0",
-            "--admin-address",
-            "127.0.0.1:0",
-        ])
-        .current_dir(root())
-        .env_remove("RUST_LOG")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the proxy starts");
-    let stderr = BufReader::new(proxy.stderr.take().expect("stderr"));
+    let mut proxy = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_kube-apf-proxy"))
+            .args([
+                "serve",
+                "--config-dir",
+                "examples/narrow",
+                "--upstream",
+                &format!("http://{upstream}"),
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                "0",
+                "--admin-address",
+                "127.0.0.1:0",
+            ])
+            .current_dir(root())
+            .env_remove("RUST_LOG")
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the proxy starts"),
+    );
+    let stderr = BufReader::new(proxy.0.stderr.take().expect("stderr"));
     let serving = stderr
         .lines()
         .map_while(Result::ok)
@@ -314,10 +327,12 @@ fn the_quick_start_429_recipe_gives_a_429_and_metrics_count_it() {
     let (secure, admin) = (port_of("secure="), port_of("admin="));
     let url = format!("https://127.0.0.1:{secure}/api/v1/namespaces/default/pods");
 
-    let mut holder = Command::new("curl")
-        .args(["-sk", "-m", "20", "-o", "/dev/null", &url])
-        .spawn()
-        .expect("curl runs");
+    let mut holder = KillOnDrop(
+        Command::new("curl")
+            .args(["-sk", "-m", "20", "-o", "/dev/null", &url])
+            .spawn()
+            .expect("curl runs"),
+    );
     let metrics = || {
         let out = Command::new("curl")
             .args([
@@ -342,7 +357,7 @@ fn the_quick_start_429_recipe_gives_a_429_and_metrics_count_it() {
             seen = true;
             break;
         }
-        if let Ok(Some(status)) = holder.try_wait() {
+        if let Ok(Some(status)) = holder.0.try_wait() {
             panic!("the holding request ended ({status}) before it was seen executing");
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -371,10 +386,8 @@ fn the_quick_start_429_recipe_gives_a_429_and_metrics_count_it() {
     assert_eq!(String::from_utf8_lossy(&second.stdout), "429");
     let counted = "apiserver_flowcontrol_rejected_requests_total{flow_schema=\"everyone\",priority_level=\"narrow\",reason=\"concurrency-limit\"} 1";
     let scraped = metrics();
-    let _ = holder.kill();
-    let _ = holder.wait();
-    let _ = proxy.kill();
-    let _ = proxy.wait();
+    drop(holder);
+    drop(proxy);
     assert!(scraped.contains(counted), "{scraped}");
     // The README shows both lines.
     let text = readme();

@@ -54,9 +54,14 @@ pub fn init_logging(format: LogFormat, verbosity: u8) -> Result<(), LoggingError
         std::io::IsTerminal::is_terminal(&std::io::stderr()),
         std::env::var("NO_COLOR").ok().as_deref(),
     );
+    // A log line that cannot be written is dropped. tracing-subscriber's default reports the
+    // failure with `eprintln!`, which panics when standard error itself is what failed (a closed
+    // pipe): the task that logged died with it, and a listener that logged as it started never
+    // accepted a connection.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
+        .log_internal_errors(false)
         .with_writer(std::io::stderr);
     let installed = match format {
         LogFormat::Text => builder.fmt_fields(text_fields()).try_init(),
