@@ -60,7 +60,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The apiserver exits by itself should this script die without its trap.
 placement="${PLACEMENT:-shared}"
 apiserver_cpus=() client_cpus=()
 case "$placement" in
@@ -87,6 +86,7 @@ if [ -n "${APISERVER_FLAGS:-}" ]; then
   read -ra words <<<"$APISERVER_FLAGS"
   extra=(-- "${words[@]}")
 fi
+# The apiserver exits by itself should this script die without its trap.
 server="$(KUBE_APISERVER_OWNER_PID=$$ "${apiserver_cpus[@]}" "$root/scripts/kube-apiserver.sh" start "$dir" "${extra[@]}")"
 dir="$(cd "$dir" && pwd)"
 echo "real-overhead.sh: kube-apiserver at $server ($dir), placement $placement${PROXY_CPUS:+, proxies on CPUs $PROXY_CPUS}" >&2
