@@ -16,7 +16,7 @@
 //!   borrowing, work estimation, level queues, shadows), `classify`;
 //! - the ground: `config`, `request_info`, `auth`, `server`, `upstream`;
 //! - leaves every room may use: `backoff`, `body`, `causes`, `status`, `debug_dump`, `duration`,
-//!   `file_watch`, `shuffle_sharding`.
+//!   `file_watch`, `read_tap`, `shuffle_sharding`.
 
 pub mod admission;
 pub mod app;
@@ -37,6 +37,7 @@ pub mod fuzzing;
 pub mod lint;
 pub mod metrics;
 pub mod proxy;
+pub mod read_tap;
 pub mod request_info;
 pub mod server;
 pub mod shuffle_sharding;

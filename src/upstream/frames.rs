@@ -11,15 +11,11 @@
 //! [`Watched`] is the I/O wrapper that feeds a watcher and publishes what it saw in a
 //! [`PeerSettings`].
 
-use std::io;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
-
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::limits::UpstreamStats;
+use crate::read_tap::{ReadObserver, ReadTap};
 
 /// Frame type `SETTINGS` (RFC 9113 §6.5).
 const SETTINGS: u8 = 0x4;
@@ -269,80 +265,43 @@ impl PeerSettings {
     }
 }
 
-pin_project_lite::pin_project! {
-    /// An HTTP/2 client connection's I/O whose incoming frames a [`FrameWatcher`] reads.
-    pub struct Watched<T> {
-        #[pin]
-        inner: T,
-        watcher: FrameWatcher,
-        peer: Arc<PeerSettings>,
-    }
+/// An HTTP/2 client connection's I/O whose incoming frames a [`FrameWatcher`] reads.
+pub type Watched<T> = ReadTap<T, WatchedFrames>;
+
+/// What a [`Watched`] stream's reads feed: its [`FrameWatcher`] and the connection's
+/// [`PeerSettings`].
+pub struct WatchedFrames {
+    watcher: FrameWatcher,
+    peer: Arc<PeerSettings>,
 }
 
-impl<T> Watched<T> {
+impl WatchedFrames {
     /// Wraps `inner`, publishing what its server says to `peer`.
-    pub fn new(inner: T, peer: Arc<PeerSettings>) -> Self {
-        Self {
+    pub fn watch<T>(inner: T, peer: Arc<PeerSettings>) -> Watched<T> {
+        ReadTap::new(
             inner,
-            watcher: FrameWatcher::new(),
-            peer,
-        }
+            WatchedFrames {
+                watcher: FrameWatcher::new(),
+                peer,
+            },
+        )
     }
 }
 
-impl<T: AsyncRead> AsyncRead for Watched<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.project();
-        let before = buf.filled().len();
-        let polled = this.inner.poll_read(cx, buf);
-        let read = &buf.filled()[before..];
-        if !read.is_empty() {
-            let peer = &**this.peer;
-            this.watcher.feed(read, |event| peer.apply(event));
-            // The server's first frame is its SETTINGS: once it is read, the connection's
-            // limits are known.
-            if this.watcher.frames_read() > 0 {
-                peer.settle();
-            }
-        } else if matches!(polled, Poll::Ready(_)) {
-            // End of stream or an error: nothing more will be said.
-            this.peer.settle();
+impl ReadObserver for WatchedFrames {
+    fn read(&mut self, bytes: &[u8]) {
+        let peer = &*self.peer;
+        self.watcher.feed(bytes, |event| peer.apply(event));
+        // The server's first frame is its SETTINGS: once it is read, the connection's limits
+        // are known.
+        if self.watcher.frames_read() > 0 {
+            peer.settle();
         }
-        polled
-    }
-}
-
-impl<T: AsyncWrite> AsyncWrite for Watched<T> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.project().inner.poll_write(cx, buf)
     }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.project().inner.poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.project().inner.poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.project().inner.poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+    /// End of stream or an error: nothing more will be said.
+    fn ended(&mut self) {
+        self.peer.settle();
     }
 }
 

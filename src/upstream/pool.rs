@@ -44,7 +44,7 @@ use hyper_util::client::legacy::connect::{Connection, HttpConnector};
 use hyper_util::rt::TokioIo;
 use tower_service::Service;
 
-use super::frames::{PeerSettings, Watched};
+use super::frames::{PeerSettings, WatchedFrames};
 use super::limits::{ConnectionBudget, ConnectionPermit, Protocol, Route};
 use super::UpstreamError;
 use crate::body::ProxyBody;
@@ -295,7 +295,7 @@ impl Pool {
         T: hyper::rt::Read + hyper::rt::Write + Send + Unpin + 'static,
     {
         let peer = Arc::new(PeerSettings::new(Some(Arc::clone(self.budget.stats()))));
-        let io = TokioIo::new(Watched::new(TokioIo::new(io), Arc::clone(&peer)));
+        let io = TokioIo::new(WatchedFrames::watch(TokioIo::new(io), Arc::clone(&peer)));
         let (sender, connection) = streams::builder(route)
             .handshake(io)
             .await

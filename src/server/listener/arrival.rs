@@ -12,16 +12,14 @@
 //! Counting stops once the bytes that matter have arrived, so a connection pays an atomic add
 //! per read for its first few reads only.
 
-use std::io;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
+
+use crate::read_tap::{ReadObserver, ReadTap};
 
 /// `PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n`.
 const PREFACE_LEN: usize = 24;
@@ -92,63 +90,11 @@ pub(super) async fn too_late_to_start(arrival: Arc<Arrival>, http2: bool, limits
     }
 }
 
-pin_project_lite::pin_project! {
-    /// An I/O stream whose reads are counted into an [`Arrival`].
-    pub(super) struct Counted<IO> {
-        #[pin]
-        io: IO,
-        arrival: Arc<Arrival>,
-    }
-}
+/// An I/O stream whose reads are counted into an [`Arrival`].
+pub(super) type Counted<IO> = ReadTap<IO, Arc<Arrival>>;
 
-impl<IO> Counted<IO> {
-    pub(super) fn new(io: IO, arrival: Arc<Arrival>) -> Self {
-        Counted { io, arrival }
-    }
-}
-
-impl<IO: AsyncRead> AsyncRead for Counted<IO> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.project();
-        let before = buf.filled().len();
-        let polled = this.io.poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = polled {
-            this.arrival.add(buf.filled().len() - before);
-        }
-        polled
-    }
-}
-
-impl<IO: AsyncWrite> AsyncWrite for Counted<IO> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.project().io.poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.project().io.poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.project().io.poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.project().io.poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
+impl ReadObserver for Arc<Arrival> {
+    fn read(&mut self, bytes: &[u8]) {
+        self.add(bytes.len());
     }
 }

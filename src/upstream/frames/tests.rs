@@ -114,7 +114,7 @@ async fn watched_io_publishes_what_the_server_says() {
     let (mut server, client) = tokio::io::duplex(64);
     let stats = Arc::new(UpstreamStats::default());
     let peer = Arc::new(PeerSettings::new(Some(stats.clone())));
-    let mut watched = Watched::new(client, peer.clone());
+    let mut watched = WatchedFrames::watch(client, peer.clone());
     assert_eq!(peer.max_concurrent_streams(), u32::MAX);
     let bytes = conversation();
     let writer = tokio::spawn(async move {
