@@ -245,19 +245,19 @@ fn detail_cells(details: Option<&RequestDetails>) -> [String; 8] {
     let r = &*d.request;
     // schema.GroupVersion.String(): "group/version", or just the version for the core group.
     let api_version = if r.api_group.is_empty() {
-        r.api_version.clone()
+        r.api_version.to_string()
     } else {
         format!("{}/{}", r.api_group, r.api_version)
     };
     [
         d.user_name.clone(),
-        r.verb.clone(),
+        r.verb.to_string(),
         r.path.clone(),
-        r.namespace.clone(),
-        r.name.clone(),
+        r.namespace.to_string(),
+        r.name.to_string(),
         api_version,
-        r.resource.clone(),
-        r.subresource.clone(),
+        r.resource.to_string(),
+        r.subresource.to_string(),
     ]
 }
 

@@ -22,6 +22,7 @@ mod url;
 #[cfg(test)]
 mod tests;
 
+use compact_str::{CompactString, ToCompactString};
 use serde::Serialize;
 use smallvec::SmallVec;
 
@@ -42,32 +43,32 @@ pub struct RequestInfo {
     pub path: String,
     /// The Kubernetes verb (`get`, `list`, `watch`, `create`, ...) or, for non-resource requests,
     /// the lowercased HTTP method.
-    pub verb: String,
+    pub verb: CompactString,
     /// `api` or `apis` (set even for some non-resource results, as the apiserver does).
-    pub api_prefix: String,
+    pub api_prefix: CompactString,
     /// The API group; `""` for the core group.
-    pub api_group: String,
+    pub api_group: CompactString,
     /// The API version, e.g. `v1`.
-    pub api_version: String,
+    pub api_version: CompactString,
     /// The namespace, or `""` for cluster-scoped and all-namespace requests.
-    pub namespace: String,
+    pub namespace: CompactString,
     /// The resource, e.g. `pods`.
-    pub resource: String,
+    pub resource: CompactString,
     /// The subresource, e.g. `status` or `exec`.
-    pub subresource: String,
+    pub subresource: CompactString,
     /// The object name: the path segment after the resource or, for a collection GET whose query
     /// decodes, the value of its first (in sorted order) `metadata.name=`/`==` field selector
     /// term when that is a valid path segment name (not `.`/`..`, no `/` or `%`).
-    pub name: String,
+    pub name: CompactString,
     /// The path segments after the namespace part (`None` for non-resource requests, serialised
     /// as `null` like Go's nil slice).
-    pub parts: Option<Vec<String>>,
+    pub parts: Option<Vec<CompactString>>,
     /// The raw `fieldSelector` of list, watch and deletecollection requests.
     #[serde(skip)]
-    pub field_selector: String,
+    pub field_selector: CompactString,
     /// The raw `labelSelector` of list, watch and deletecollection requests.
     #[serde(skip)]
-    pub label_selector: String,
+    pub label_selector: CompactString,
 }
 
 /// Why no [`RequestInfo`] could be derived. The apiserver answers these with an error status.
@@ -169,8 +170,8 @@ struct NoKindAndNamespace;
 /// A non-resource result; `api_prefix` is set only for `/apis/{x}/{y}`, as in Go.
 fn non_resource(method: &str, api_prefix: &str) -> RequestInfo {
     RequestInfo {
-        verb: method.to_lowercase(),
-        api_prefix: api_prefix.to_owned(),
+        verb: method.to_lowercase().into(),
+        api_prefix: api_prefix.into(),
         ..RequestInfo::default()
     }
 }
@@ -190,8 +191,8 @@ fn resolve(method: &str, path: &str, raw_query: &str) -> Result<RequestInfo, NoK
     };
     let (verb, verb_via_path_prefix, rest) = match rest {
         [VERB_WATCH | VERB_PROXY] => return Err(NoKindAndNamespace),
-        [special @ (VERB_WATCH | VERB_PROXY), rest @ ..] => ((*special).to_owned(), true, rest),
-        _ => (verb_for_method(method).to_owned(), false, rest),
+        [special @ (VERB_WATCH | VERB_PROXY), rest @ ..] => ((*special).into(), true, rest),
+        _ => (CompactString::const_new(verb_for_method(method)), false, rest),
     };
     let (namespace, parts) = match rest {
         ["namespaces", namespace, next, ..] if !NAMESPACE_SUBRESOURCES.contains(next) => {
@@ -200,22 +201,22 @@ fn resolve(method: &str, path: &str, raw_query: &str) -> Result<RequestInfo, NoK
         ["namespaces", namespace, ..] => (*namespace, rest),
         _ => ("", rest),
     };
-    let part = |i: usize| parts.get(i).map_or_else(String::new, |s| (*s).to_owned());
+    let part = |i: usize| parts.get(i).map_or_else(CompactString::default, |s| (*s).into());
     let subresource = if verb == VERB_PROXY {
-        String::new()
+        CompactString::default()
     } else {
         part(2)
     };
     let mut info = RequestInfo {
         is_resource_request: true,
-        api_prefix: api_prefix.to_owned(),
-        api_group: api_group.to_owned(),
-        api_version: api_version.to_owned(),
-        namespace: namespace.to_owned(),
+        api_prefix: api_prefix.into(),
+        api_group: api_group.into(),
+        api_version: api_version.into(),
+        namespace: namespace.into(),
         resource: part(0),
         name: part(1),
         subresource,
-        parts: Some(parts.iter().map(|s| (*s).to_owned()).collect()),
+        parts: Some(parts.iter().map(|s| (*s).into()).collect()),
         verb,
         ..RequestInfo::default()
     };
@@ -263,18 +264,18 @@ fn apply_query(info: &mut RequestInfo, verb_via_path_prefix: bool, raw_query: &s
     if info.name.is_empty() && info.verb == "get" {
         let decision =
             list_options::decide(query.get_or_insert_with(|| url::parse_query(raw_query)));
-        info.verb = if decision.watch { "watch" } else { "list" }.to_owned();
+        info.verb = CompactString::const_new(if decision.watch { "watch" } else { "list" });
         if let Some(name) = decision.selected_name.filter(|n| is_path_segment_name(n)) {
-            info.name = name;
+            info.name = name.to_compact_string();
         }
     }
     if info.name.is_empty() && info.verb == "delete" {
-        info.verb = "deletecollection".to_owned();
+        info.verb = CompactString::const_new("deletecollection");
     }
     if !verb_via_path_prefix && VERBS_WITH_SELECTORS.contains(&info.verb.as_str()) {
         let query = query.get_or_insert_with(|| url::parse_query(raw_query));
-        info.field_selector = query.field_selector.clone().unwrap_or_default();
-        info.label_selector = query.label_selector.clone().unwrap_or_default();
+        info.field_selector = query.field_selector.as_deref().unwrap_or_default().into();
+        info.label_selector = query.label_selector.as_deref().unwrap_or_default().into();
     }
 }
 

@@ -411,7 +411,7 @@ fn long_running_requests_are_watch_proxy_streaming_subresources_and_pprof() {
     }
     // A non-resource request with a watch-like verb is long-running too (verb check only).
     let custom = RequestInfo {
-        verb: "watch".to_owned(),
+        verb: "watch".into(),
         ..RequestInfo::default()
     };
     assert!(is_long_running(&custom));

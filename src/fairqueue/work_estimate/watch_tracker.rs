@@ -4,6 +4,7 @@
 //! Mirrors `watch_tracker.go`. Shared by clones; registering returns an RAII [`WatchGuard`] that
 //! forgets the watch when dropped (the stream ended, the client went away, the upstream failed).
 
+use compact_str::CompactString;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,10 +20,10 @@ const BUILTIN_INDEXES: &[(&str, &str)] = &[("pods", "spec.nodeName")];
 /// (`watchIdentifier`); selectors are ignored.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 struct WatchIdentifier {
-    api_group: String,
-    resource: String,
-    namespace: String,
-    name: String,
+    api_group: CompactString,
+    resource: CompactString,
+    namespace: CompactString,
+    name: CompactString,
 }
 
 /// The number of registered watches per identifier. Cloning shares the counts.
