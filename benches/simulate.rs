@@ -1,6 +1,10 @@
-//! `simulate` end to end on one core: audit events read (JSON parse, timestamps, reorder window),
-//! request attributes derived, classified against Kubernetes' bootstrap configuration, seats
-//! estimated and admitted through the queue sets on the paused clock, outcomes recorded.
+//! `simulate` end to end: audit events read (JSON parse, timestamps, reorder window), request
+//! attributes derived, classified against Kubernetes' bootstrap configuration, seats estimated
+//! and admitted through the queue sets on the paused clock, outcomes recorded.
+//!
+//! `audit-end-to-end` runs as the command does with a second CPU: lines read and decoded on a
+//! thread of their own (`TraceReader::read_ahead`) while the replay runs;
+//! `audit-end-to-end-one-thread` does everything on one thread, as the command does on one CPU.
 //!
 //! The workload is a synthetic audit log of a busy cluster at Metadata level: kubelets getting
 //! pods and nodes, controllers listing and watching, service accounts updating, an operator's
@@ -8,6 +12,7 @@
 
 use std::hint::black_box;
 use std::io::Cursor;
+use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -76,7 +81,7 @@ fn line(i: usize) -> String {
 }
 
 fn bench(c: &mut Criterion) {
-    let log: Vec<u8> = (0..EVENTS)
+    let log: Arc<[u8]> = (0..EVENTS)
         .flat_map(|i| (line(i) + "\n").into_bytes())
         .collect();
     let config = kube_apf_proxy::config::bootstrap();
@@ -96,6 +101,17 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("audit-end-to-end", |b| {
         b.iter(|| {
+            let reader =
+                TraceReader::read_ahead(Cursor::new(Arc::clone(&log)), trace_options.clone())
+                    .expect("the reading thread starts");
+            let events = reader.filter_map(Result::ok);
+            let reports = simulate(events, &[&config], &options).expect("simulate");
+            assert_eq!(reports[0].requests, EVENTS as u64);
+            black_box(reports)
+        })
+    });
+    group.bench_function("audit-end-to-end-one-thread", |b| {
+        b.iter(|| {
             let reader = TraceReader::new(Cursor::new(&log[..]), trace_options.clone());
             let events = reader.filter_map(Result::ok);
             let reports = simulate(events, &[&config], &options).expect("simulate");
@@ -111,7 +127,9 @@ fn bench(c: &mut Criterion) {
     };
     group.bench_function("audit-end-to-end-10s-window", |b| {
         b.iter(|| {
-            let reader = TraceReader::new(Cursor::new(&log[..]), short_window.clone());
+            let reader =
+                TraceReader::read_ahead(Cursor::new(Arc::clone(&log)), short_window.clone())
+                    .expect("the reading thread starts");
             let events = reader.filter_map(Result::ok);
             let reports = simulate(events, &[&config], &options).expect("simulate");
             assert_eq!(reports[0].requests, EVENTS as u64);

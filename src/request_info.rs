@@ -192,7 +192,11 @@ fn resolve(method: &str, path: &str, raw_query: &str) -> Result<RequestInfo, NoK
     let (verb, verb_via_path_prefix, rest) = match rest {
         [VERB_WATCH | VERB_PROXY] => return Err(NoKindAndNamespace),
         [special @ (VERB_WATCH | VERB_PROXY), rest @ ..] => ((*special).into(), true, rest),
-        _ => (CompactString::const_new(verb_for_method(method)), false, rest),
+        _ => (
+            CompactString::const_new(verb_for_method(method)),
+            false,
+            rest,
+        ),
     };
     let (namespace, parts) = match rest {
         ["namespaces", namespace, next, ..] if !NAMESPACE_SUBRESOURCES.contains(next) => {
@@ -201,7 +205,11 @@ fn resolve(method: &str, path: &str, raw_query: &str) -> Result<RequestInfo, NoK
         ["namespaces", namespace, ..] => (*namespace, rest),
         _ => ("", rest),
     };
-    let part = |i: usize| parts.get(i).map_or_else(CompactString::default, |s| (*s).into());
+    let part = |i: usize| {
+        parts
+            .get(i)
+            .map_or_else(CompactString::default, |s| (*s).into())
+    };
     let subresource = if verb == VERB_PROXY {
         CompactString::default()
     } else {

@@ -85,8 +85,8 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         SimInput::Trace(trace) => trace,
         SimInput::Workload(path) => return run_workload(args, path, &configs, &options),
     };
-    let input: Box<dyn BufRead> = if trace == "-" {
-        Box::new(BufReader::new(io::stdin().lock()))
+    let input: Box<dyn BufRead + Send> = if trace == "-" {
+        Box::new(BufReader::with_capacity(1 << 16, io::stdin()))
     } else {
         let file = File::open(trace).with_context(|| format!("--trace {trace}: cannot read"))?;
         Box::new(BufReader::with_capacity(1 << 16, file))
@@ -97,7 +97,14 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or(args.options.request_timeout + Duration::from_secs(5)),
         strict: args.strict,
     };
-    let mut reader = TraceReader::new(input, trace_options);
+    // With a second CPU, lines are read and decoded (most of the reading's work) on a thread of
+    // their own while the replay runs: the same events, errors and counts.
+    let mut reader = if std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
+        TraceReader::read_ahead(input, trace_options)
+            .context("simulate: cannot start the thread that reads the trace")?
+    } else {
+        TraceReader::new(input, trace_options)
+    };
     let mut errors = LineErrors::default();
     // The replay's time 0: the first event replayed, on the trace's clock.
     let mut first: Option<Duration> = None;

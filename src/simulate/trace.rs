@@ -125,11 +125,10 @@ pub struct TraceStats {
 
 /// Reads a trace as [`TraceEvent`]s in arrival order (see the module documentation).
 pub struct TraceReader<R> {
-    input: R,
+    source: Source<R>,
     options: TraceOptions,
     format: Option<TraceFormat>,
     stats: TraceStats,
-    buf: Vec<u8>,
     line: u64,
     /// Events waiting for the window to pass them, earliest first.
     pending: BinaryHeap<Reverse<Pending>>,
@@ -195,14 +194,44 @@ pub(crate) enum Parsed {
 // === impl TraceReader ===
 
 impl<R: BufRead> TraceReader<R> {
-    /// A reader over `input`.
+    /// A reader over `input`, on the calling thread.
     pub fn new(input: R, options: TraceOptions) -> Self {
+        Self::with_source(
+            Source::Inline {
+                input,
+                buf: Vec::new(),
+                decoder: Decoder::default(),
+                line: 0,
+            },
+            options,
+        )
+    }
+
+    /// A reader over `input` whose lines are read and decoded (JSON, timestamps: most of the
+    /// work) on a thread of its own, a few hundred lines ahead of the caller; what depends on
+    /// the order of events (the reorder window, which watches are open, the counts) stays with
+    /// the caller, so the events, errors and counts are those of [`TraceReader::new`]. The
+    /// thread stops at the end of the input, at a read error, or when the reader is dropped.
+    pub fn read_ahead(input: R, options: TraceOptions) -> std::io::Result<Self>
+    where
+        R: Send + 'static,
+    {
+        let batches = ahead::spawn(input)?;
+        Ok(Self::with_source(
+            Source::Ahead {
+                batches,
+                batch: Vec::new().into_iter(),
+            },
+            options,
+        ))
+    }
+
+    fn with_source(source: Source<R>, options: TraceOptions) -> Self {
         TraceReader {
-            input,
+            source,
             options,
             format: None,
             stats: TraceStats::default(),
-            buf: Vec::new(),
             line: 0,
             pending: BinaryHeap::new(),
             watermark: Duration::ZERO,
@@ -227,43 +256,39 @@ impl<R: BufRead> TraceReader<R> {
     /// Reads lines until something is ready to go out or the input ends.
     fn fill(&mut self) -> Result<(), std::io::Error> {
         while self.ready.is_empty() && !self.eof {
-            let Some(complete) = read_bounded_line(&mut self.input, &mut self.buf)? else {
+            let Some(decoded) = self.source.next_line()? else {
                 self.eof = true;
                 break;
             };
             self.line += 1;
             self.stats.lines += 1;
-            if !complete {
-                self.line_error(format!("line longer than {MAX_LINE_BYTES} bytes"));
-                continue;
-            }
-            if self.buf.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            // The first line that is one of the formats decides it: a rotated log read from
-            // mid-line starts with a fragment, which is reported and skipped like any bad line.
-            let format = match self.format {
-                Some(format) => format,
-                None => match detect(&self.buf) {
-                    Ok(format) => {
-                        self.format = Some(format);
-                        format
-                    }
-                    Err(message) => {
-                        self.line_error(message);
-                        continue;
-                    }
-                },
-            };
-            let parsed = match format {
-                TraceFormat::AuditEvents => audit::parse_line(
-                    &self.buf,
-                    self.line,
-                    &mut self.open,
-                    &mut self.stats.without_duration,
-                ),
-                TraceFormat::AccessLog => access::parse_line(&self.buf, self.line),
-                TraceFormat::TraceLines => lines::parse_line(&self.buf, self.line),
+            let parsed = match decoded {
+                Decoded::TooLong => {
+                    self.line_error(format!("line longer than {MAX_LINE_BYTES} bytes"));
+                    continue;
+                }
+                Decoded::Blank => continue,
+                // Before the format is known: a rotated log read from mid-line starts with a
+                // fragment, which is reported and skipped like any bad line.
+                Decoded::Undetected(message) => {
+                    self.line_error(message);
+                    continue;
+                }
+                Decoded::Audit(decoded) => {
+                    self.format = Some(TraceFormat::AuditEvents);
+                    decoded.and_then(|decoded| {
+                        audit::apply(
+                            decoded,
+                            self.line,
+                            &mut self.open,
+                            &mut self.stats.without_duration,
+                        )
+                    })
+                }
+                Decoded::Stateless(format, parsed) => {
+                    self.format = Some(format);
+                    parsed
+                }
             };
             match parsed {
                 Ok(Parsed::Events(events, written)) => {
@@ -340,6 +365,153 @@ impl<R: BufRead> Iterator for TraceReader<R> {
             self.ready.clear();
         }
         Some(item)
+    }
+}
+
+/// Where a reader's decoded lines come from.
+enum Source<R> {
+    /// Read and decoded on the caller's thread.
+    Inline {
+        input: R,
+        buf: Vec<u8>,
+        decoder: Decoder,
+        line: u64,
+    },
+    /// From the reading thread, in batches.
+    Ahead {
+        batches: std::sync::mpsc::Receiver<ahead::Batch>,
+        batch: std::vec::IntoIter<std::io::Result<Decoded>>,
+    },
+}
+
+impl<R: BufRead> Source<R> {
+    /// The next line, decoded; `None` at the end of the input.
+    fn next_line(&mut self) -> std::io::Result<Option<Decoded>> {
+        match self {
+            Source::Inline {
+                input,
+                buf,
+                decoder,
+                line,
+            } => {
+                let Some(complete) = read_bounded_line(input, buf)? else {
+                    return Ok(None);
+                };
+                *line += 1;
+                Ok(Some(decoder.decode(buf, complete, *line)))
+            }
+            Source::Ahead { batches, batch } => loop {
+                if let Some(line) = batch.next() {
+                    return line.map(Some);
+                }
+                match batches.recv() {
+                    Ok(next) => *batch = next.into_iter(),
+                    // The thread has ended after its last line (or a read error, already sent).
+                    Err(_) => return Ok(None),
+                }
+            },
+        }
+    }
+}
+
+/// One line of the input as far as it can be read without the reader's state.
+#[derive(Debug)]
+enum Decoded {
+    /// Longer than [`MAX_LINE_BYTES`].
+    TooLong,
+    /// Only whitespace.
+    Blank,
+    /// None of the formats, before one was found (why not).
+    Undetected(String),
+    /// An audit event line.
+    Audit(Result<audit::Decoded, String>),
+    /// A line of a format that needs no state.
+    Stateless(TraceFormat, Result<Parsed, String>),
+}
+
+/// Decodes lines in order: the first line that is one of the formats decides it.
+#[derive(Debug, Default)]
+struct Decoder {
+    format: Option<TraceFormat>,
+}
+
+impl Decoder {
+    /// Line number `number`, whose bytes are `line` (`complete`: not cut at the limit).
+    fn decode(&mut self, line: &[u8], complete: bool, number: u64) -> Decoded {
+        if !complete {
+            return Decoded::TooLong;
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Decoded::Blank;
+        }
+        let format = match self.format {
+            Some(format) => format,
+            None => match detect(line) {
+                Ok(format) => *self.format.insert(format),
+                Err(message) => return Decoded::Undetected(message),
+            },
+        };
+        match format {
+            TraceFormat::AuditEvents => Decoded::Audit(audit::decode(line)),
+            TraceFormat::AccessLog => Decoded::Stateless(format, access::parse_line(line, number)),
+            TraceFormat::TraceLines => Decoded::Stateless(format, lines::parse_line(line, number)),
+        }
+    }
+}
+
+/// The reading thread of [`TraceReader::read_ahead`].
+mod ahead {
+    use std::io::BufRead;
+    use std::sync::mpsc;
+
+    use super::{Decoded, Decoder};
+    use crate::classify::read_bounded_line;
+
+    /// Lines per message: enough that the channel costs little per line.
+    const LINES: usize = 256;
+    /// Messages in flight: how far ahead of the caller the thread may read.
+    const BATCHES: usize = 8;
+
+    /// Lines decoded in order; a read error is the last item the thread sends.
+    pub(super) type Batch = Vec<std::io::Result<Decoded>>;
+
+    pub(super) fn spawn<R: BufRead + Send + 'static>(
+        mut input: R,
+    ) -> std::io::Result<mpsc::Receiver<Batch>> {
+        let (tx, rx) = mpsc::sync_channel(BATCHES);
+        std::thread::Builder::new()
+            .name("trace-reader".into())
+            .spawn(move || {
+                let mut decoder = Decoder::default();
+                let mut buf = Vec::new();
+                let mut line = 0;
+                loop {
+                    let mut batch = Vec::with_capacity(LINES);
+                    let mut end = false;
+                    while batch.len() < LINES {
+                        match read_bounded_line(&mut input, &mut buf) {
+                            Ok(Some(complete)) => {
+                                line += 1;
+                                batch.push(Ok(decoder.decode(&buf, complete, line)));
+                            }
+                            Ok(None) => {
+                                end = true;
+                                break;
+                            }
+                            Err(error) => {
+                                batch.push(Err(error));
+                                end = true;
+                                break;
+                            }
+                        }
+                    }
+                    // Sending fails once the reader is dropped: nothing more to read for.
+                    if (!batch.is_empty() && tx.send(batch).is_err()) || end {
+                        return;
+                    }
+                }
+            })?;
+        Ok(rx)
     }
 }
 

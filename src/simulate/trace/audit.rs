@@ -64,118 +64,206 @@ struct ResponseStatus {
     code: Option<u16>,
 }
 
-/// One line: an `Event`, or an `EventList` of them. `without_duration` counts the events of the
-/// old form that have only `timestamp`.
-pub(super) fn parse_line(
-    line: &[u8],
+/// One line, an `Event` or an `EventList` of them, as far as it can be read without the reader's
+/// state (that is [`apply`]'s part). The items of a list stop at the first that is wrong.
+pub(super) fn decode(line: &[u8]) -> Result<Decoded, String> {
+    let event: Event<'_> =
+        serde_json::from_slice(line).map_err(|e| format!("not an audit event: {e}"))?;
+    match event.kind.as_ref() {
+        "Event" => Ok(Decoded::Event(one(event))),
+        "EventList" => {
+            let mut records = Vec::with_capacity(event.items.len());
+            for item in event.items {
+                let record = if matches!(item.kind.as_ref(), "" | "Event") {
+                    one(item)
+                } else {
+                    Err(format!("kind {:?} is not an audit Event", item.kind))
+                };
+                let wrong = record.is_err();
+                records.push(record);
+                if wrong {
+                    break;
+                }
+            }
+            Ok(Decoded::List(records))
+        }
+        other => Err(format!("kind {other:?} is not an audit Event")),
+    }
+}
+
+/// An audit line, decoded.
+#[derive(Debug)]
+pub(super) enum Decoded {
+    /// An `Event`.
+    Event(Result<Record, String>),
+    /// The items of an `EventList`, up to the first that is wrong.
+    List(Vec<Result<Record, String>>),
+}
+
+/// One audit event, decoded.
+#[derive(Debug)]
+pub(super) enum Record {
+    /// A stage that neither starts nor ends a request (`RequestReceived`).
+    Ignored,
+    /// A stage that starts or ends one.
+    Stage(Box<Stage>),
+}
+
+/// A `ResponseStarted`, `ResponseComplete` or `Panic` stage.
+#[derive(Debug)]
+pub(super) struct Stage {
+    /// `ResponseStarted`: a long-running request whose end comes later.
+    started: bool,
+    audit_id: String,
+    /// When the stage was written.
+    written: Duration,
+    /// Only `timestamp` (the old form): replayed as taking no time.
+    without_duration: bool,
+    /// The request it starts (its `key` left empty: the audit ID is), or why it cannot be
+    /// replayed. Asked for only when the stage does not end an open request.
+    request: Result<TraceRequest, String>,
+}
+
+/// The events of a [`decode`]d line, with the reader's state: the audit IDs of long-running
+/// requests whose `ResponseStarted` was seen (`open`), and the count of events of the old form
+/// with only `timestamp` (`without_duration`). Changes made for the items of a list before a
+/// wrong one are kept, as they would be read one by one.
+pub(super) fn apply(
+    decoded: Decoded,
     number: u64,
     open: &mut HashSet<String>,
     without_duration: &mut u64,
 ) -> Result<Parsed, String> {
-    let event: Event<'_> =
-        serde_json::from_slice(line).map_err(|e| format!("not an audit event: {e}"))?;
-    match event.kind.as_ref() {
-        "Event" => Ok(match one(event, number, open, without_duration)? {
+    match decoded {
+        Decoded::Event(record) => Ok(match stage(record?, number, open, without_duration)? {
             Some((e, written)) => Parsed::Events(vec![e], written),
             None => Parsed::Ignored,
         }),
-        "EventList" => {
-            let mut events = Vec::with_capacity(event.items.len());
+        Decoded::List(records) => {
+            let mut events = Vec::with_capacity(records.len());
             let mut latest = Duration::ZERO;
-            for item in event.items {
-                if !matches!(item.kind.as_ref(), "" | "Event") {
-                    return Err(format!("kind {:?} is not an audit Event", item.kind));
-                }
-                if let Some((e, written)) = one(item, number, open, without_duration)? {
+            for record in records {
+                if let Some((e, written)) = stage(record?, number, open, without_duration)? {
                     latest = latest.max(written);
                     events.push(e);
                 }
             }
             Ok(Parsed::Events(events, latest))
         }
-        other => Err(format!("kind {other:?} is not an audit Event")),
     }
+}
+
+/// The event of one record, with the time its stage was written; `None` for a stage that
+/// neither starts nor ends a request.
+fn stage(
+    record: Record,
+    number: u64,
+    open: &mut HashSet<String>,
+    without_duration: &mut u64,
+) -> Result<Option<(TraceEvent, Duration)>, String> {
+    let Record::Stage(stage) = record else {
+        return Ok(None);
+    };
+    let Stage {
+        started,
+        audit_id,
+        written,
+        without_duration: old_form,
+        request,
+    } = *stage;
+    if old_form {
+        *without_duration += 1;
+    }
+    if !started && open.remove(&audit_id) {
+        let ended = TraceEvent::Ended {
+            key: audit_id,
+            at: written,
+        };
+        return Ok(Some((ended, written)));
+    }
+    let mut request = request?;
+    if started {
+        open.insert(audit_id.clone());
+    }
+    request.line = number;
+    request.key = audit_id;
+    Ok(Some((TraceEvent::Request(request), written)))
 }
 
 fn required<'a>(field: Option<Cow<'a, str>>, name: &str) -> Result<Cow<'a, str>, String> {
     field.ok_or_else(|| format!("audit event without {name}"))
 }
 
-/// The event of one audit `Event`, with the time its stage was written; `None` for a stage that
-/// neither starts nor ends a request.
+/// One audit `Event`, decoded.
 ///
 /// The old form (`audit.k8s.io/v1alpha1`, `v1beta1` before Kubernetes 1.10) has only
 /// `timestamp`, the arrival: such an event is replayed as taking no time, and counted in
 /// `without_duration` so that the run can say so once.
-fn one(
-    event: Event<'_>,
-    number: u64,
-    open: &mut HashSet<String>,
-    without_duration: &mut u64,
-) -> Result<Option<(TraceEvent, Duration)>, String> {
+fn one(event: Event<'_>) -> Result<Record, String> {
     let stage = required(event.stage, "stage")?;
     if stage == "RequestReceived" {
-        return Ok(None);
+        return Ok(Record::Ignored);
     }
     let started = match stage.as_ref() {
         "ResponseStarted" => true,
         "ResponseComplete" | "Panic" => false,
         other => return Err(format!("stage {other:?} is not an audit stage")),
     };
-    let audit_id = required(event.audit_id, "auditID")?;
+    let audit_id = required(event.audit_id, "auditID")?.into_owned();
     let received = event
         .request_received_timestamp
         .or(event.timestamp)
         .ok_or("audit event without requestReceivedTimestamp or timestamp")?;
     let received = parse_timestamp(&received)?;
-    let written = match event.stage_timestamp {
-        Some(stage_timestamp) => parse_timestamp(&stage_timestamp)?,
-        None => {
-            *without_duration += 1;
-            received
-        }
+    let (written, without_duration) = match event.stage_timestamp {
+        Some(stage_timestamp) => (parse_timestamp(&stage_timestamp)?, false),
+        None => (received, true),
     };
-    if !started && open.remove(audit_id.as_ref()) {
-        let key = audit_id.into_owned();
-        return Ok(Some((TraceEvent::Ended { key, at: written }, written)));
-    }
-    let uri = required(event.request_uri, "requestURI")?;
-    let verb = required(event.verb, "verb")?;
-    let method = method_of(&verb)?;
-    // The apiserver classifies after impersonation: the impersonated user is the one that counts.
-    // Its filter adds `system:authenticated` to an impersonated user's groups as the authenticators
-    // do for the caller's, so the same rule applies to both (a no-op where it is recorded).
-    let user = event
-        .impersonated_user
-        .or(event.user)
-        .ok_or("audit event without user")?;
-    let identity = Identity {
-        extra: user.extra,
-        ..Identity::authenticated(
-            user.username.into_owned(),
-            user.uid.into_owned(),
-            user.groups,
-        )
-    };
-    let elapsed = written.saturating_sub(received);
-    let (duration, first_byte) = if started {
-        open.insert(audit_id.to_string());
-        (None, Some(elapsed))
-    } else {
-        (Some(elapsed), None)
-    };
-    let request = TraceRequest {
-        line: number,
-        key: audit_id.into_owned(),
-        arrival: received,
-        duration,
-        first_byte,
-        method,
-        uri: uri.into_owned(),
-        identity,
-        status: event.response_status.and_then(|s| s.code),
-    };
-    Ok(Some((TraceEvent::Request(request), written)))
+    let request = (|| {
+        let uri = required(event.request_uri, "requestURI")?;
+        let verb = required(event.verb, "verb")?;
+        let method = method_of(&verb)?;
+        // The apiserver classifies after impersonation: the impersonated user is the one that
+        // counts. Its filter adds `system:authenticated` to an impersonated user's groups as the
+        // authenticators do for the caller's, so the same rule applies to both (a no-op where it
+        // is recorded).
+        let user = event
+            .impersonated_user
+            .or(event.user)
+            .ok_or("audit event without user")?;
+        let identity = Identity {
+            extra: user.extra,
+            ..Identity::authenticated(
+                user.username.into_owned(),
+                user.uid.into_owned(),
+                user.groups,
+            )
+        };
+        let elapsed = written.saturating_sub(received);
+        let (duration, first_byte) = if started {
+            (None, Some(elapsed))
+        } else {
+            (Some(elapsed), None)
+        };
+        Ok(TraceRequest {
+            line: 0,
+            key: String::new(),
+            arrival: received,
+            duration,
+            first_byte,
+            method,
+            uri: uri.into_owned(),
+            identity,
+            status: event.response_status.and_then(|s| s.code),
+        })
+    })();
+    Ok(Record::Stage(Box::new(Stage {
+        started,
+        audit_id,
+        written,
+        without_duration,
+        request,
+    })))
 }
 
 /// The HTTP method behind an audit verb: Kubernetes verbs for resource requests, the lowercased

@@ -1,6 +1,6 @@
 //! Trace readers: every field used, every stage, missing fields, malformed lines, reordering.
 
-use std::io::Cursor;
+use std::io::{BufRead, Cursor};
 use std::time::Duration;
 
 use super::*;
@@ -15,8 +15,25 @@ fn reader(text: &str, window: Duration) -> TraceReader<Cursor<Vec<u8>>> {
     TraceReader::new(Cursor::new(text.as_bytes().to_vec()), options)
 }
 
+/// Everything a reader yields, and its counts at the end: read on the caller's thread and read
+/// ahead on a thread of its own, which must agree in every respect.
 fn read_all(text: &str, window: Duration) -> (Vec<TraceEvent>, Vec<TraceLineError>, TraceStats) {
-    let mut r = reader(text, window);
+    let inline = drain(reader(text, window));
+    let options = TraceOptions {
+        reorder_window: window,
+        strict: false,
+    };
+    let ahead = TraceReader::read_ahead(Cursor::new(text.as_bytes().to_vec()), options)
+        .expect("the reading thread starts");
+    assert_eq!(
+        drain(ahead),
+        inline,
+        "read ahead, the same trace reads differently"
+    );
+    inline
+}
+
+fn drain<R: BufRead>(mut r: TraceReader<R>) -> (Vec<TraceEvent>, Vec<TraceLineError>, TraceStats) {
     let (mut events, mut errors) = (Vec::new(), Vec::new());
     for item in &mut r {
         match item {
@@ -409,4 +426,130 @@ fn micro_time_takes_the_fast_path_and_agrees_with_the_full_parser() {
     assert!(parse_timestamp("2026-13-01T00:00:00.000000Z").is_err());
     assert!(parse_timestamp("2026-11-24T25:00:00.000000Z").is_err());
     assert!(parse_timestamp("1969-12-31T23:59:59.000000Z").is_err());
+}
+
+/// Audit lines of every kind, over several of the reading thread's batches: gets, a watch that
+/// starts and ends, a malformed line, an old-form event, a list; out of order within the window.
+fn long_trace(lines: usize) -> String {
+    let stamp = |micros: u64| {
+        let t = at(micros);
+        let secs = t.as_secs() - 1_795_514_400;
+        format!(
+            "2026-11-24T10:{:02}:{:02}.{:06}Z",
+            secs / 60,
+            secs % 60,
+            t.subsec_micros()
+        )
+    };
+    let mut text = String::new();
+    for i in 0..lines as u64 {
+        let received = i * 1_000;
+        let line = match i % 7 {
+            0 => "{not json".to_string(),
+            1 => format!(
+                r#"{{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"w{i}","stage":"ResponseStarted","requestURI":"/api/v1/pods?watch=true","verb":"watch","user":{{"username":"u{i}","groups":["g"]}},"requestReceivedTimestamp":"{}","stageTimestamp":"{}"}}"#,
+                stamp(received),
+                stamp(received + 3_000)
+            ),
+            2 => format!(
+                r#"{{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"w{}","stage":"ResponseComplete","requestURI":"/api/v1/pods?watch=true","verb":"watch","user":{{"username":"u"}},"requestReceivedTimestamp":"{}","stageTimestamp":"{}"}}"#,
+                i - 1,
+                stamp(received - 1_000),
+                stamp(received + 9_000)
+            ),
+            3 => format!(
+                r#"{{"kind":"Event","apiVersion":"audit.k8s.io/v1beta1","auditID":"o{i}","stage":"ResponseComplete","requestURI":"/api/v1/nodes","verb":"list","user":{{"username":"old"}},"timestamp":"{}"}}"#,
+                stamp(received)
+            ),
+            4 => format!(
+                r#"{{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{{"auditID":"l{i}","stage":"ResponseComplete","requestURI":"/apis/apps/v1/deployments","verb":"list","user":{{"username":"l"}},"requestReceivedTimestamp":"{}","stageTimestamp":"{}"}},{{"auditID":"m{i}","stage":"RequestReceived"}}]}}"#,
+                stamp(received),
+                stamp(received + 40_000)
+            ),
+            5 => String::new(),
+            _ => format!(
+                r#"{{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"g{i}","stage":"ResponseComplete","requestURI":"/api/v1/namespaces/ns/pods/p{i}","verb":"get","user":{{"username":"system:node:n{i}"}},"requestReceivedTimestamp":"{}","stageTimestamp":"{}","responseStatus":{{"code":200}}}}"#,
+                stamp(received),
+                stamp(received + 500 + (i * 7919) % 20_000)
+            ),
+        };
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
+}
+
+#[test]
+fn reading_ahead_reads_a_long_trace_as_the_caller_would() {
+    let (events, errors, stats) = read_all(&long_trace(3_000), Duration::from_secs(1));
+    assert_eq!(
+        errors.len(),
+        429,
+        "every seventh line, the first one included"
+    );
+    assert_eq!(stats.without_duration, 429);
+    assert!(events.iter().any(|e| matches!(e, TraceEvent::Ended { .. })));
+    assert_eq!(stats.requests as usize, requests(&events).len());
+}
+
+#[test]
+fn reading_ahead_under_strict_stops_at_the_same_line_and_a_dropped_reader_stops_the_thread() {
+    let options = TraceOptions {
+        reorder_window: Duration::from_secs(1),
+        strict: true,
+    };
+    let text = long_trace(3_000);
+    let inline = TraceReader::new(Cursor::new(text.clone().into_bytes()), options.clone());
+    let ahead = TraceReader::read_ahead(Cursor::new(text.into_bytes()), options).unwrap();
+    let collect = |r: &mut dyn Iterator<Item = Result<TraceEvent, TraceError>>| {
+        r.map(|item| item.map_err(|e| e.to_string()))
+            .collect::<Vec<_>>()
+    };
+    let (mut inline, mut ahead) = (inline, ahead);
+    assert_eq!(collect(&mut ahead), collect(&mut inline));
+    assert_eq!(ahead.stats(), inline.stats());
+    // The thread may be blocked on a full channel: dropping the reader lets it end.
+    drop(ahead);
+}
+
+/// Gives `data`, then fails.
+struct FailingAfter {
+    data: Cursor<Vec<u8>>,
+}
+
+impl std::io::Read for FailingAfter {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self.data.read(buf)? {
+            0 => Err(std::io::Error::other("disk on fire")),
+            n => Ok(n),
+        }
+    }
+}
+
+#[test]
+fn a_read_error_ends_both_readers_after_the_same_events() {
+    let text = long_trace(1_000);
+    let options = TraceOptions {
+        reorder_window: Duration::from_secs(1),
+        strict: false,
+    };
+    let run = |ahead: bool| {
+        let input = std::io::BufReader::new(FailingAfter {
+            data: Cursor::new(text.clone().into_bytes()),
+        });
+        let reader = if ahead {
+            TraceReader::read_ahead(input, options.clone()).unwrap()
+        } else {
+            TraceReader::new(input, options.clone())
+        };
+        let items: Vec<Result<TraceEvent, String>> =
+            reader.map(|item| item.map_err(|e| e.to_string())).collect();
+        items
+    };
+    let inline = run(false);
+    assert_eq!(
+        inline.last(),
+        Some(&Err("reading the trace: disk on fire".to_string()))
+    );
+    assert_eq!(run(true), inline);
 }
