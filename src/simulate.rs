@@ -6,6 +6,7 @@
 //! enforce — on a paused tokio clock — and [`record`] counts what happened. [`workload`] reads
 //! synthetic closed-loop clients, which [`closed_loop`] runs over the same engine.
 
+mod attributes;
 pub mod closed_loop;
 pub mod engine;
 pub mod html;

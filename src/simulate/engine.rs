@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::attributes::Attributes;
 use super::record::{Recorder, Sample, SimReport};
 use super::trace::{TraceEvent, TraceRequest};
 use crate::config::Config;
@@ -23,7 +24,7 @@ use crate::fairqueue::flow_request::{FlowRequest, Handling};
 use crate::fairqueue::level_queues::{LevelQueues, Rejection, Seat};
 use crate::fairqueue::timeout::deadlines;
 use crate::fairqueue::work_estimate::{ObjectStats, WatchGuard, WorkEstimator};
-use crate::request_info::{self, RequestInfo};
+use crate::request_info::{RequestInfo, RequestInfoError};
 
 /// How a simulation runs.
 #[derive(Debug, Clone)]
@@ -104,6 +105,7 @@ async fn drive(
     // costs no task and no timer of its own.
     let mut holding = Holding::default();
     let mut executions = Executions::default();
+    let mut attributes = Attributes::default();
     let mut latest = origin;
     for event in events {
         let mut at = |t: Duration| {
@@ -127,11 +129,19 @@ async fn drive(
                 if let Some(d) = request.duration {
                     last_end = last_end.max(now + d);
                 }
+                let info = attributes.of(&request.method, &request.uri);
                 let request = Arc::new(request);
                 let arrived = if late { now } else { time.min(now) };
                 for sim in &sims {
-                    let started =
-                        sim.start(Arc::clone(&request), arrived, now, late, options, &alive);
+                    let started = sim.start(
+                        Arc::clone(&request),
+                        info.clone(),
+                        arrived,
+                        now,
+                        late,
+                        options,
+                        &alive,
+                    );
                     if let Some((until, seat)) = started {
                         holding.push(until, seat);
                     }
@@ -215,13 +225,15 @@ impl Sim {
         Ok(sim)
     }
 
-    /// Replays one request, which arrived at `arrived` (the clock reads that rounded up to the
-    /// millisecond: `now`). A request dispatched at once (the common case) returns
-    /// its seats with the instant they are to be given back, for the driver to hold; one that
-    /// waits in a queue, and every watch, goes on in a task of its own.
+    /// Replays one request, with its attributes (`info`), which arrived at `arrived` (the
+    /// clock reads that rounded up to the millisecond: `now`). A request dispatched at once (the
+    /// common case) returns its seats with the instant they are to be given back, for the driver
+    /// to hold; one that waits in a queue, and every watch, goes on in a task of its own.
+    #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
         request: Arc<TraceRequest>,
+        info: Result<Arc<RequestInfo>, RequestInfoError>,
         arrived: Instant,
         now: Instant,
         late: bool,
@@ -229,8 +241,8 @@ impl Sim {
         alive: &mpsc::Sender<()>,
     ) -> Option<(Instant, Seat)> {
         let query = request.uri.split_once('?').map(|(_, q)| q);
-        let info = match request_info::parse(request.method.as_str(), &request.uri) {
-            Ok(info) => Arc::new(info),
+        let info = match info {
+            Ok(info) => info,
             Err(error) => {
                 // The apiserver answers 400 before flow control; nothing to replay.
                 tracing::debug!(line = request.line, %error, "Request attributes not derived");
