@@ -54,7 +54,7 @@ impl Driver {
             next: 0,
             flow: FlowMeta {
                 flow_schema: Arc::from("service-accounts"),
-                flow_distinguisher: String::new(),
+                flow_distinguisher: "".into(),
                 details: None,
                 mutating: false,
             },
@@ -139,7 +139,7 @@ fn async_uncontended(c: &mut Criterion) {
     });
     let flow = FlowMeta {
         flow_schema: Arc::from("service-accounts"),
-        flow_distinguisher: String::new(),
+        flow_distinguisher: "".into(),
         details: None,
         mutating: false,
     };

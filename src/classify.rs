@@ -13,6 +13,7 @@ use std::cell::RefCell;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
@@ -38,10 +39,13 @@ pub use rule::{
 pub struct Classification {
     /// The first FlowSchema in matching order that matched (`catch-all` when none did).
     pub flow_schema: FlowSchemaRef,
+    /// Its name, shared by every request it classifies (no allocation per request).
+    pub flow_schema_name: Arc<str>,
     /// That FlowSchema's priority level.
     pub priority_level: PriorityLevelRef,
-    /// The flow distinguisher; `""` unless the level queues with more than one queue.
-    pub flow_distinguisher: String,
+    /// The flow distinguisher; `""` unless the level queues with more than one queue. Shared
+    /// with the queue set's record of the request ([`crate::fairqueue::queueset::FlowMeta`]).
+    pub flow_distinguisher: Arc<str>,
     /// The flow's hash for shuffle sharding; `0` unless the level queues with more than one queue.
     pub flow_hash: u64,
 }
@@ -77,16 +81,25 @@ pub fn classify(index: &MatchIndex, identity: &Identity, info: &RequestInfo) -> 
         let distinguisher =
             flow_distinguisher(target.flow_schema.distinguisher_method, identity, info);
         let hash = flow_hash(&target.flow_schema.name, distinguisher);
-        (distinguisher.to_owned(), hash)
+        (Arc::from(distinguisher), hash)
     } else {
-        (String::new(), 0)
+        (no_distinguisher(), 0)
     };
     Classification {
         flow_schema: target.flow_schema.clone(),
+        flow_schema_name: Arc::clone(&target.name),
         priority_level: target.priority_level.clone(),
         flow_distinguisher,
         flow_hash,
     }
+}
+
+/// The empty distinguisher, allocated once per thread.
+fn no_distinguisher() -> Arc<str> {
+    thread_local! {
+        static EMPTY: Arc<str> = Arc::from("");
+    }
+    EMPTY.with(Arc::clone)
 }
 
 /// The flow distinguisher a method picks. Mirrors `apf_controller.go: computeFlowDistinguisher`:

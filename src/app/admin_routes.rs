@@ -286,7 +286,7 @@ fn request_row(
         flow_schema: r.flow.flow_schema.to_string(),
         queue_index,
         request_index_in_queue,
-        flow_distinguisher: r.flow.flow_distinguisher.clone(),
+        flow_distinguisher: r.flow.flow_distinguisher.to_string(),
         arrive_time: clock.system_time(r.arrival),
         initial_seats: r.estimate.initial_seats,
         final_seats: r.estimate.final_seats,

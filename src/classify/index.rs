@@ -12,6 +12,7 @@
 mod prefilter;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::fmt;
 
 pub(crate) use self::prefilter::WordBuildHasher;
@@ -40,6 +41,8 @@ struct IndexedRule {
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
     pub(crate) flow_schema: FlowSchemaRef,
+    /// The schema's name, shared by every request it classifies (labels, dumps).
+    pub(crate) name: Arc<str>,
     pub(crate) priority_level: PriorityLevelRef,
 }
 
@@ -87,6 +90,7 @@ impl MatchIndex {
             }
             index.targets.push(Target {
                 flow_schema: fs.clone(),
+                name: Arc::from(fs.name.as_str()),
                 priority_level,
             });
             for (rule_index, rule) in fs.rules.iter().enumerate() {

@@ -143,7 +143,7 @@ fn caller_outside_both_auth_groups_falls_back_to_catch_all() {
         assert_eq!(got.flow_schema.name, "catch-all");
         assert_eq!(got.priority_level.name, "catch-all");
         // catch-all rejects (no queues): no distinguisher, no hash, no hand.
-        assert_eq!((got.flow_distinguisher.as_str(), got.flow_hash), ("", 0));
+        assert_eq!((&*got.flow_distinguisher, got.flow_hash), ("", 0));
         assert!(got.hand().is_none());
     }
 }
@@ -164,7 +164,7 @@ fn catch_all_defined_in_files_still_is_the_fallback() {
         &non_resource("get", "/"),
     );
     assert_eq!(got.flow_schema.name, "catch-all");
-    assert_eq!(got.flow_distinguisher, "ghost");
+    assert_eq!(&*got.flow_distinguisher, "ghost");
 }
 
 #[test]
@@ -193,7 +193,7 @@ fn distinguisher_and_hash_only_when_the_level_shards_over_queues() {
         let got = classify(&MatchIndex::of(&config_of(vec![fs])), &who, info);
         let case = format!("{level} {method:?} {info:?}");
         assert_eq!(got.flow_schema.name, "fs", "{case}");
-        assert_eq!(got.flow_distinguisher, *want_distinguisher, "{case}");
+        assert_eq!(&*got.flow_distinguisher, *want_distinguisher, "{case}");
         let want_hash = if *hashed {
             flow_hash("fs", want_distinguisher)
         } else {
@@ -227,7 +227,7 @@ fn hand_deals_the_levels_queues_from_the_flow_hash() {
         &resource("list", "apps", "kube-system", "deployments", ""),
     );
     assert_eq!(got.flow_schema.name, "kube-system-service-accounts");
-    assert_eq!(got.flow_distinguisher, "kube-system");
+    assert_eq!(&*got.flow_distinguisher, "kube-system");
     let hand = got.hand().expect("workload-high queues over 128 queues");
     assert_eq!(hand.as_slice(), [92, 95, 124, 69, 84, 46]);
 }

@@ -94,8 +94,8 @@ impl FlowRequest {
             estimate,
             hash: classification.flow_hash,
             flow: FlowMeta {
-                flow_schema: Arc::from(classification.flow_schema.name.as_str()),
-                flow_distinguisher: classification.flow_distinguisher.clone(),
+                flow_schema: Arc::clone(&classification.flow_schema_name),
+                flow_distinguisher: Arc::clone(&classification.flow_distinguisher),
                 details,
                 mutating: !request_info::is_read_only_verb(&info.verb),
             },

@@ -132,7 +132,7 @@ pub fn explain_request(
         explanation,
         flow_schema: class.flow_schema.name.clone(),
         priority_level: class.priority_level.name.clone(),
-        flow_distinguisher: class.flow_distinguisher.clone(),
+        flow_distinguisher: class.flow_distinguisher.to_string(),
         exempt: class.is_exempt(),
         hand: class.hand().map(|h| h.as_slice().to_vec()),
         seats: judged.seats,

@@ -393,7 +393,7 @@ pub(super) struct Outcome {
     pub(super) recorder: Arc<Mutex<Recorder>>,
     pub(super) priority_level: Arc<str>,
     pub(super) flow_schema: Arc<str>,
-    pub(super) distinguisher: String,
+    pub(super) distinguisher: Arc<str>,
 }
 
 impl Outcome {

@@ -65,7 +65,7 @@ fn bootstrap_config_classifies_realistic_requests() {
             (fs, pl),
             "{name}"
         );
-        assert_eq!(got.flow_distinguisher, distinguisher, "{name}");
+        assert_eq!(&*got.flow_distinguisher, distinguisher, "{name}");
         assert_eq!(got.is_exempt(), pl == "exempt", "{name}");
         let linear = config
             .flow_schemas()

@@ -37,7 +37,7 @@ fn req(hash: u64) -> AdmitRequest {
         hash,
         flow: FlowMeta {
             flow_schema: Arc::from("fs"),
-            flow_distinguisher: String::new(),
+            flow_distinguisher: "".into(),
             details: None,
             mutating: false,
         },

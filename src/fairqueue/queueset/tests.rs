@@ -24,7 +24,7 @@ pub(super) fn arrival(estimate: WorkEstimate, hash: u64) -> Arrival {
         deadline: None,
         flow: FlowMeta {
             flow_schema: Arc::from("fs"),
-            flow_distinguisher: format!("flow-{hash}"),
+            flow_distinguisher: format!("flow-{hash}").into(),
             details: None,
             mutating: false,
         },

@@ -60,7 +60,7 @@ pub struct FlowMeta {
     /// The matched FlowSchema's name.
     pub flow_schema: Arc<str>,
     /// The flow distinguisher (user or namespace; empty when the schema has none).
-    pub flow_distinguisher: String,
+    pub flow_distinguisher: Arc<str>,
     /// Who asked for what, for `dump_requests?includeRequestDetails=1`; `None` prints empty cells.
     pub details: Option<Arc<crate::debug_dump::RequestDetails>>,
     /// Whether the request mutates (its verb is not `get`, `list` or `watch`), for the
