@@ -7,6 +7,7 @@
 //! synthetic closed-loop clients, which [`closed_loop`] runs over the same engine.
 
 mod attributes;
+mod classifications;
 pub mod closed_loop;
 pub mod engine;
 pub mod html;

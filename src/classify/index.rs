@@ -12,8 +12,8 @@
 mod prefilter;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::fmt;
+use std::sync::Arc;
 
 pub(crate) use self::prefilter::WordBuildHasher;
 use self::prefilter::{Prefilter, RequestBits};

@@ -79,6 +79,34 @@ impl FlowRequest {
         now: Instant,
     ) -> Result<FlowRequest, NoQueues> {
         let classification = classify(snapshot.index(), identity, info);
+        Self::prepare_classified(
+            classification,
+            snapshot,
+            estimator,
+            identity,
+            info,
+            query,
+            wait_limit,
+            with_details,
+            now,
+        )
+    }
+
+    /// [`FlowRequest::prepare`] for a request already classified against `snapshot`'s index
+    /// (`simulate` keeps the classifications of the requests it has seen: a pure function of
+    /// the index, the user, the groups and the attributes).
+    #[allow(clippy::too_many_arguments)]
+    pub fn prepare_classified(
+        classification: Classification,
+        snapshot: &Snapshot,
+        estimator: &WorkEstimator,
+        identity: &Identity,
+        info: &Arc<RequestInfo>,
+        query: Option<&str>,
+        wait_limit: Duration,
+        with_details: bool,
+        now: Instant,
+    ) -> Result<FlowRequest, NoQueues> {
         let level = snapshot
             .level(&classification.priority_level.name)
             .ok_or_else(|| NoQueues(classification.priority_level.name.clone()))?

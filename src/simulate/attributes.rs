@@ -17,9 +17,19 @@ use crate::request_info::{self, RequestInfo, RequestInfoError};
 pub(super) struct Attributes {
     by_method: Vec<(http::Method, Targets)>,
     kept: usize,
+    /// The id of the last attributes derived.
+    last: u64,
 }
 
-type Targets = HashMap<Box<str>, Arc<RequestInfo>, WordBuildHasher>;
+type Targets = HashMap<Box<str>, Derived, WordBuildHasher>;
+
+/// A request's attributes, with an id that no other method and target in the same run gets
+/// (not even after the memo started over), for memos keyed by them.
+#[derive(Debug, Clone)]
+pub(super) struct Derived {
+    pub(super) id: u64,
+    pub(super) info: Arc<RequestInfo>,
+}
 
 impl Attributes {
     /// Targets kept (a few MiB at most).
@@ -30,7 +40,7 @@ impl Attributes {
         &mut self,
         method: &http::Method,
         target: &str,
-    ) -> Result<Arc<RequestInfo>, RequestInfoError> {
+    ) -> Result<Derived, RequestInfoError> {
         let at = match self.by_method.iter().position(|(m, _)| m == method) {
             Some(at) => at,
             None => {
@@ -38,19 +48,24 @@ impl Attributes {
                 self.by_method.len() - 1
             }
         };
-        if let Some(info) = self.by_method[at].1.get(target) {
-            return Ok(Arc::clone(info));
+        if let Some(derived) = self.by_method[at].1.get(target) {
+            return Ok(derived.clone());
         }
         let info = Arc::new(request_info::parse(method.as_str(), target)?);
+        self.last += 1;
+        let derived = Derived {
+            id: self.last,
+            info,
+        };
         if self.kept >= Self::CAPACITY {
             for (_, targets) in &mut self.by_method {
                 targets.clear();
             }
             self.kept = 0;
         }
-        self.by_method[at].1.insert(target.into(), Arc::clone(&info));
+        self.by_method[at].1.insert(target.into(), derived.clone());
         self.kept += 1;
-        Ok(info)
+        Ok(derived)
     }
 }
 
@@ -63,9 +78,13 @@ mod tests {
         let mut memo = Attributes::default();
         let target = "/api/v1/namespaces/ns/pods?watch=true&labelSelector=app%3Dweb";
         let get = memo.of(&http::Method::GET, target).unwrap();
-        assert_eq!(*get, request_info::parse("GET", target).unwrap());
-        assert!(Arc::ptr_eq(&get, &memo.of(&http::Method::GET, target).unwrap()));
+        assert_eq!(*get.info, request_info::parse("GET", target).unwrap());
+        let again = memo.of(&http::Method::GET, target).unwrap();
+        assert!(Arc::ptr_eq(&get.info, &again.info));
+        assert_eq!(get.id, again.id);
         let delete = memo.of(&http::Method::DELETE, target).unwrap();
+        assert_ne!(delete.id, get.id);
+        let (get, delete) = (get.info, delete.info);
         assert_eq!(delete.verb, "deletecollection");
         assert_eq!(get.verb, "watch");
         assert_eq!(
@@ -79,8 +98,9 @@ mod tests {
         let mut memo = Attributes::default();
         for i in 0..Attributes::CAPACITY + 10 {
             let target = format!("/api/v1/namespaces/ns/pods/p{i}");
-            let info = memo.of(&http::Method::GET, &target).unwrap();
-            assert_eq!(info.name, format!("p{i}"));
+            let derived = memo.of(&http::Method::GET, &target).unwrap();
+            assert_eq!(derived.info.name, format!("p{i}"));
+            assert_eq!(derived.id, i as u64 + 1, "ids are never reused");
         }
         assert_eq!(memo.kept, 10);
         let kept: usize = memo.by_method.iter().map(|(_, t)| t.len()).sum();

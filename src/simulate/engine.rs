@@ -14,7 +14,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::attributes::Attributes;
+use super::attributes::{Attributes, Derived};
+use super::classifications::Classifications;
 use super::record::{Recorder, Sample, SimReport};
 use super::trace::{TraceEvent, TraceRequest};
 use crate::config::Config;
@@ -71,6 +72,8 @@ pub(super) struct Sim {
     pub(super) recorder: Arc<Mutex<Recorder>>,
     /// Watches whose end comes as a later [`TraceEvent::Ended`].
     open_watches: Arc<Mutex<HashMap<String, WatchGuard>>>,
+    /// The classifications of the requests seen lately.
+    classifications: Mutex<Classifications>,
 }
 
 /// Replays `events` (in arrival order; see [`super::trace::TraceReader`]) through each of
@@ -212,6 +215,7 @@ impl Sim {
             estimator,
             recorder: Arc::new(Mutex::new(recorder)),
             open_watches: Arc::default(),
+            classifications: Mutex::default(),
         };
         tokio::spawn(adjust_borrowing(Arc::clone(&sim.flow_control)));
         if let Some(every) = options.timeline_interval {
@@ -233,7 +237,7 @@ impl Sim {
     fn start(
         &self,
         request: Arc<TraceRequest>,
-        info: Result<Arc<RequestInfo>, RequestInfoError>,
+        derived: Result<Derived, RequestInfoError>,
         arrived: Instant,
         now: Instant,
         late: bool,
@@ -241,8 +245,8 @@ impl Sim {
         alive: &mpsc::Sender<()>,
     ) -> Option<(Instant, Seat)> {
         let query = request.uri.split_once('?').map(|(_, q)| q);
-        let info = match info {
-            Ok(info) => info,
+        let derived = match derived {
+            Ok(derived) => derived,
             Err(error) => {
                 // The apiserver answers 400 before flow control; nothing to replay.
                 tracing::debug!(line = request.line, %error, "Request attributes not derived");
@@ -250,6 +254,7 @@ impl Sim {
                 return None;
             }
         };
+        let info = Arc::clone(&derived.info);
         let handling = Handling::of(&info);
         if handling == Handling::Bypass {
             self.recorder.lock().request(true, late);
@@ -261,7 +266,12 @@ impl Sim {
             .or_else(|_| deadlines(handling, None, options.request_timeout));
         let snapshot = self.flow_control.snapshot();
         let prepared = deadlines.ok().and_then(|deadlines| {
-            FlowRequest::prepare(
+            let classification =
+                self.classifications
+                    .lock()
+                    .of(&snapshot, &request.identity, &derived);
+            FlowRequest::prepare_classified(
+                classification,
                 &snapshot,
                 &self.estimator,
                 &request.identity,

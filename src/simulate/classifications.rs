@@ -1,0 +1,179 @@
+//! The classifications of the requests a replay has seen lately, for one configuration.
+//!
+//! [`classify`] is a pure function of the configuration's index, the user, the groups and the
+//! request attributes: a request whose user, groups and attributes ([`Derived`]) were classified
+//! before reuses that classification. At most [`Classifications::CAPACITY`] are kept; the memo
+//! starts over when full, and when the configuration's snapshot changes.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+use super::attributes::Derived;
+use crate::auth::Identity;
+use crate::classify::{classify, Classification, WordBuildHasher};
+use crate::fairqueue::controller::Snapshot;
+
+/// Classifications by a hash of (attributes id, user, groups); each entry keeps its key, which
+/// is compared on every hit.
+#[derive(Debug, Default)]
+pub(super) struct Classifications {
+    snapshot: Option<Arc<Snapshot>>,
+    by_key: HashMap<u64, Entry, BuildHasherDefault<KeyHasher>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    attributes: u64,
+    user: Box<str>,
+    groups: Box<[String]>,
+    classification: Classification,
+}
+
+impl Classifications {
+    /// Classifications kept per configuration.
+    pub(super) const CAPACITY: usize = 8192;
+
+    /// `identity`'s request with attributes `derived`, classified against `snapshot`'s index.
+    pub(super) fn of(
+        &mut self,
+        snapshot: &Arc<Snapshot>,
+        identity: &Identity,
+        derived: &Derived,
+    ) -> Classification {
+        if !self
+            .snapshot
+            .as_ref()
+            .is_some_and(|kept| Arc::ptr_eq(kept, snapshot))
+        {
+            self.by_key.clear();
+            self.snapshot = Some(Arc::clone(snapshot));
+        }
+        let key = key(derived.id, identity);
+        if let Some(entry) = self.by_key.get(&key) {
+            if entry.attributes == derived.id
+                && *entry.user == *identity.user
+                && *entry.groups == *identity.groups
+            {
+                return entry.classification.clone();
+            }
+        }
+        let classification = classify(snapshot.index(), identity, &derived.info);
+        if self.by_key.len() >= Self::CAPACITY {
+            self.by_key.clear();
+        }
+        let entry = Entry {
+            attributes: derived.id,
+            user: identity.user.as_str().into(),
+            groups: identity.groups.clone().into_boxed_slice(),
+            classification: classification.clone(),
+        };
+        self.by_key.insert(key, entry);
+        classification
+    }
+}
+
+/// The memo's key. A fast unkeyed hash is enough: the trace is the operator's own, and a
+/// collision only costs a classification.
+fn key(attributes: u64, identity: &Identity) -> u64 {
+    let mut hasher = WordBuildHasher::default().build_hasher();
+    hasher.write_u64(attributes);
+    hasher.write(identity.user.as_bytes());
+    for group in &identity.groups {
+        hasher.write(group.as_bytes());
+    }
+    hasher.finish()
+}
+
+/// The map's hasher: its keys are hashes already.
+#[derive(Debug, Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, key: u64) {
+        self.0 = key;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fairqueue::controller::FlowControl;
+    use crate::simulate::attributes::Attributes;
+
+    fn identity(user: &str, groups: &[&str]) -> Identity {
+        Identity::authenticated(
+            user.to_owned(),
+            String::new(),
+            groups.iter().map(|g| (*g).to_owned()).collect(),
+        )
+    }
+
+    #[test]
+    fn a_classification_is_reused_only_for_the_same_attributes_user_and_groups() {
+        let config = crate::config::bootstrap();
+        let (flow_control, _) =
+            FlowControl::new(&config, 600, tokio::time::Instant::now()).expect("flow control");
+        let snapshot = flow_control.snapshot();
+        let mut attributes = Attributes::default();
+        let mut memo = Classifications::default();
+        let lease = attributes
+            .of(
+                &http::Method::PUT,
+                "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1",
+            )
+            .unwrap();
+        let pods = attributes
+            .of(&http::Method::GET, "/api/v1/namespaces/default/pods")
+            .unwrap();
+        let node = identity("system:node:n1", &["system:nodes"]);
+        let cases = [
+            (&node, &lease),
+            (&node, &pods),
+            (
+                &identity("system:node:n1", &["system:authenticated"]),
+                &lease,
+            ),
+            (&identity("alice", &["system:authenticated"]), &pods),
+            (&identity("bob", &["system:authenticated"]), &pods),
+        ];
+        // Twice over: the second round is served from the memo, and must agree with the first.
+        for _ in 0..2 {
+            for (who, derived) in cases {
+                let got = memo.of(&snapshot, who, derived);
+                assert_eq!(got, classify(snapshot.index(), who, &derived.info));
+            }
+        }
+        assert_eq!(memo.by_key.len(), cases.len());
+        assert_eq!(
+            &*memo.of(&snapshot, &node, &lease).flow_schema.name,
+            "system-node-high"
+        );
+        assert_eq!(
+            &*memo
+                .of(
+                    &snapshot,
+                    &identity("system:node:n1", &["system:authenticated"]),
+                    &lease
+                )
+                .flow_schema
+                .name,
+            "global-default"
+        );
+        // Another snapshot (a configuration swapped in): nothing is kept from the old one.
+        let (other, _) =
+            FlowControl::new(&config, 600, tokio::time::Instant::now()).expect("flow control");
+        memo.of(&other.snapshot(), &node, &lease);
+        assert_eq!(memo.by_key.len(), 1);
+    }
+}
