@@ -187,9 +187,10 @@ impl FlowHashes {
     }
 }
 
-/// The map's hasher: its keys are SipHash values already.
+/// The hasher of maps whose keys are hashes already (SipHash values here; `simulate`'s memo of
+/// classifications).
 #[derive(Debug, Default)]
-struct KeyHasher(u64);
+pub(crate) struct KeyHasher(u64);
 
 impl Hasher for KeyHasher {
     fn write(&mut self, bytes: &[u8]) {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::attributes::Derived;
 use crate::auth::Identity;
-use crate::classify::{classify, Classification, WordBuildHasher};
+use crate::classify::{classify, Classification, KeyHasher, WordBuildHasher};
 use crate::fairqueue::controller::Snapshot;
 
 /// Classifications by a hash of (attributes id, user, groups); each entry keeps its key, which
@@ -83,26 +83,6 @@ fn key(attributes: u64, identity: &Identity) -> u64 {
         hasher.write(group.as_bytes());
     }
     hasher.finish()
-}
-
-/// The map's hasher: its keys are hashes already.
-#[derive(Debug, Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, key: u64) {
-        self.0 = key;
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
 
 #[cfg(test)]
