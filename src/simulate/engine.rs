@@ -70,6 +70,8 @@ pub(super) struct Sim {
     pub(super) recorder: Arc<Mutex<Recorder>>,
     /// Watches whose end comes as a later [`TraceEvent::Ended`].
     open_watches: Arc<Mutex<HashMap<String, WatchGuard>>>,
+    /// When each of its periodic tasks wakes next.
+    background: Vec<NextWake>,
 }
 
 /// Replays `events` (in arrival order; see [`super::trace::TraceReader`]) through each of
@@ -105,6 +107,11 @@ async fn drive(
     let mut holding = Holding::default();
     let mut executions = Executions::default();
     let mut latest = origin;
+    let background: Vec<NextWake> = sims.iter().flat_map(|s| s.background.clone()).collect();
+    let quiet = Quiet {
+        metrics: tokio::runtime::Handle::current().metrics(),
+        background: &background,
+    };
     for event in events {
         let mut at = |t: Duration| {
             let first = *trace_origin.get_or_insert(t);
@@ -114,7 +121,7 @@ async fn drive(
             TraceEvent::Request(request) => at(request.arrival),
             TraceEvent::Ended { at: t, .. } => at(*t),
         };
-        release_until(&mut holding, time).await;
+        release_until(&mut holding, time, &quiet).await;
         // Late: earlier than an event already replayed (further out of order than the reader's
         // window). Not the clock: it reads the last instant rounded up to the millisecond.
         let late = time < latest;
@@ -148,6 +155,7 @@ async fn drive(
     release_until(
         &mut holding,
         Instant::now() + Duration::from_secs(u32::MAX.into()),
+        &quiet,
     )
     .await;
     drop(alive);
@@ -182,12 +190,16 @@ impl Sim {
         }
         let flow_control = Arc::new(flow_control);
         let estimator = WorkEstimator::default();
+        let mut counts_wake = None;
         if !options.object_counts.is_empty() {
             set_object_counts(&estimator, &options.object_counts, origin);
+            let next = NextWake::new(origin);
             tokio::spawn(keep_object_counts(
                 estimator.clone(),
                 options.object_counts.clone(),
+                next.clone(),
             ));
+            counts_wake = Some(next);
         }
         let mut recorder = Recorder::default();
         if options.timeline_interval.is_none() {
@@ -197,20 +209,29 @@ impl Sim {
             let pl = &level.priority_level;
             recorder.level(&pl.name, pl.is_exempt(), level.limits.nominal_cl);
         }
-        let sim = Sim {
+        let mut sim = Sim {
             flow_control,
             estimator,
             recorder: Arc::new(Mutex::new(recorder)),
             open_watches: Arc::default(),
+            background: counts_wake.into_iter().collect(),
         };
-        tokio::spawn(adjust_borrowing(Arc::clone(&sim.flow_control)));
+        let next = NextWake::new(origin);
+        tokio::spawn(adjust_borrowing(
+            Arc::clone(&sim.flow_control),
+            next.clone(),
+        ));
+        sim.background.push(next);
         if let Some(every) = options.timeline_interval {
+            let next = NextWake::new(origin);
             tokio::spawn(sample(
                 Arc::clone(&sim.flow_control),
                 Arc::clone(&sim.recorder),
                 every,
                 origin,
+                next.clone(),
             ));
+            sim.background.push(next);
         }
         Ok(sim)
     }
@@ -486,15 +507,54 @@ async fn advance_to(time: Instant) -> Instant {
 
 /// Gives back, each at its own instant, the seats held until `time` or earlier, letting the
 /// requests they dispatch start at that instant too.
-async fn release_until(holding: &mut Holding, time: Instant) {
+async fn release_until(holding: &mut Holding, time: Instant, quiet: &Quiet<'_>) {
     while let Some((until, seat)) = holding.pop_due(time) {
         let now = advance_to(until).await;
         release(seat, now);
         while let Some((_, seat)) = holding.pop_due(now) {
             release(seat, now);
         }
-        // The requests those seats dispatched run now, before the clock moves on.
-        tokio::task::yield_now().await;
+        // The requests those seats dispatched, and the tasks whose timers fired at this
+        // instant, run now, before the clock moves on. When no task but the periodic ones is
+        // alive and none of those is due, no task can run and no timer can fire at this
+        // instant: the yield would only cost a turn of the scheduler.
+        if !quiet.at(now) {
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+/// A periodic task's next wake (its interval's next tick), which it publishes before it waits.
+/// It starts at the task's spawning, when the task is ready to run.
+#[derive(Clone)]
+struct NextWake(Arc<Mutex<Instant>>);
+
+impl NextWake {
+    fn new(now: Instant) -> NextWake {
+        NextWake(Arc::new(Mutex::new(now)))
+    }
+
+    fn set(&self, at: Instant) {
+        *self.0.lock() = at;
+    }
+}
+
+/// Whether anything but the driver could run at an instant.
+struct Quiet<'a> {
+    metrics: tokio::runtime::RuntimeMetrics,
+    /// The periodic tasks of every simulation, the only tasks always alive.
+    background: &'a [NextWake],
+}
+
+impl Quiet<'_> {
+    /// No task can run at `now`: none is alive but the periodic ones, and each of those waits
+    /// for a tick after `now`. A task runs only when woken — by a timer, which fires only
+    /// for a task that waits on it, or by a task or the driver — so then none is in the run
+    /// queue and no timer is due. (Request tasks, watches and the queue sets' lingering final
+    /// seats are tasks: while any is alive, this says no.)
+    fn at(&self, now: Instant) -> bool {
+        self.metrics.num_alive_tasks() == self.background.len()
+            && self.background.iter().all(|next| *next.0.lock() > now)
     }
 }
 
@@ -534,11 +594,13 @@ async fn hold_watch(
 
 /// Keeps the given object counts fresh on the virtual clock, as `serve` refreshes them from the
 /// upstream every minute (they go stale after 3 min).
-async fn keep_object_counts(estimator: WorkEstimator, counts: Vec<(String, u64)>) {
-    let mut ticks = tokio::time::interval(Duration::from_secs(60));
+async fn keep_object_counts(estimator: WorkEstimator, counts: Vec<(String, u64)>, next: NextWake) {
+    let period = Duration::from_secs(60);
+    let mut ticks = tokio::time::interval(period);
     loop {
         let now = ticks.tick().await;
         set_object_counts(&estimator, &counts, now);
+        next.set(now + period);
     }
 }
 
@@ -553,12 +615,14 @@ fn set_object_counts(estimator: &WorkEstimator, counts: &[(String, u64)], now: I
 }
 
 /// `serve`'s periodic borrowing adjustment, on the virtual clock.
-async fn adjust_borrowing(flow_control: Arc<FlowControl>) {
+async fn adjust_borrowing(flow_control: Arc<FlowControl>, next: NextWake) {
     let mut ticks = tokio::time::interval(BORROWING_ADJUSTMENT_PERIOD);
-    ticks.tick().await;
+    let start = ticks.tick().await;
+    next.set(start + BORROWING_ADJUSTMENT_PERIOD);
     loop {
         let now = ticks.tick().await;
         let _ = flow_control.adjust_borrowing(now);
+        next.set(now + BORROWING_ADJUSTMENT_PERIOD);
     }
 }
 
@@ -568,9 +632,11 @@ async fn sample(
     recorder: Arc<Mutex<Recorder>>,
     every: Duration,
     origin: Instant,
+    next: NextWake,
 ) {
     let mut ticks = tokio::time::interval(every);
-    ticks.tick().await;
+    let start = ticks.tick().await;
+    next.set(start + every);
     loop {
         let now = ticks.tick().await;
         let t = now.saturating_duration_since(origin).as_secs_f64();
@@ -588,6 +654,7 @@ async fn sample(
             };
             recorder.sample(&level.priority_level.name, sample);
         }
+        next.set(now + every);
     }
 }
 
