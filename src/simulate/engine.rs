@@ -127,7 +127,7 @@ async fn drive(
         let late = time < latest;
         latest = latest.max(time);
         // Until the next `.await` the clock stands still: read once for the whole event.
-        let now = advance_to(time).await;
+        let now = advance_to(time, &quiet).await;
         match event {
             TraceEvent::Request(mut request) => {
                 executions.fill_in(&mut request);
@@ -496,10 +496,22 @@ pub(super) const TICK: Duration = Duration::from_millis(1);
 /// Moves the clock to `time` — unless it falls within the current millisecond, which the clock
 /// cannot resolve anyway: then events are replayed at once, still in their exact order, and the
 /// runtime is not parked and woken for each of them. Returns the clock's reading afterwards.
-async fn advance_to(time: Instant) -> Instant {
+///
+/// A sleep wakes with the clock on the millisecond at or after `time` (tokio's timers tick in
+/// milliseconds from the clock's start, where `now` lies too). When no task could run or see
+/// the clock before that reading ([`Quiet`]), the clock is moved there directly: the same
+/// reading, without the timer and the two parks of a sleep.
+async fn advance_to(time: Instant, quiet: &Quiet<'_>) -> Instant {
     let now = Instant::now();
     if time < now + TICK {
         return now;
+    }
+    let ahead = time.duration_since(now);
+    let reading = now + Duration::from_millis(ahead.as_nanos().div_ceil(TICK.as_nanos()) as u64);
+    if quiet.at(reading) {
+        tokio::time::advance(reading.duration_since(now)).await;
+        debug_assert_eq!(Instant::now(), reading, "the clock moves as a sleep would");
+        return reading;
     }
     tokio::time::sleep_until(time).await;
     Instant::now()
@@ -509,7 +521,7 @@ async fn advance_to(time: Instant) -> Instant {
 /// requests they dispatch start at that instant too.
 async fn release_until(holding: &mut Holding, time: Instant, quiet: &Quiet<'_>) {
     while let Some((until, seat)) = holding.pop_due(time) {
-        let now = advance_to(until).await;
+        let now = advance_to(until, quiet).await;
         release(seat, now);
         while let Some((_, seat)) = holding.pop_due(now) {
             release(seat, now);
@@ -547,8 +559,8 @@ struct Quiet<'a> {
 }
 
 impl Quiet<'_> {
-    /// No task can run at `now`: none is alive but the periodic ones, and each of those waits
-    /// for a tick after `now`. A task runs only when woken — by a timer, which fires only
+    /// No task can run at `now`, or before it from the clock's reading: none is alive but the
+    /// periodic ones, and each of those waits for a tick after `now`. A task runs only when woken — by a timer, which fires only
     /// for a task that waits on it, or by a task or the driver — so then none is in the run
     /// queue and no timer is due. (Request tasks, watches and the queue sets' lingering final
     /// seats are tasks: while any is alive, this says no.)
