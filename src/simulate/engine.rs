@@ -108,7 +108,8 @@ async fn drive(
     let mut executions = Executions::default();
     let mut latest = origin;
     let background: Vec<NextWake> = sims.iter().flat_map(|s| s.background.clone()).collect();
-    let quiet = Quiet {
+    let mut clock = Clock {
+        now: origin,
         metrics: tokio::runtime::Handle::current().metrics(),
         background: &background,
     };
@@ -121,13 +122,13 @@ async fn drive(
             TraceEvent::Request(request) => at(request.arrival),
             TraceEvent::Ended { at: t, .. } => at(*t),
         };
-        release_until(&mut holding, time, &quiet).await;
+        release_until(&mut holding, time, &mut clock).await;
         // Late: earlier than an event already replayed (further out of order than the reader's
         // window). Not the clock: it reads the last instant rounded up to the millisecond.
         let late = time < latest;
         latest = latest.max(time);
         // Until the next `.await` the clock stands still: read once for the whole event.
-        let now = advance_to(time, &quiet).await;
+        let now = clock.advance_to(time).await;
         match event {
             TraceEvent::Request(mut request) => {
                 executions.fill_in(&mut request);
@@ -155,7 +156,7 @@ async fn drive(
     release_until(
         &mut holding,
         Instant::now() + Duration::from_secs(u32::MAX.into()),
-        &quiet,
+        &mut clock,
     )
     .await;
     drop(alive);
@@ -493,35 +494,11 @@ impl Holding {
 /// The resolution of tokio's timers: a sleep ends on the next millisecond.
 pub(super) const TICK: Duration = Duration::from_millis(1);
 
-/// Moves the clock to `time` — unless it falls within the current millisecond, which the clock
-/// cannot resolve anyway: then events are replayed at once, still in their exact order, and the
-/// runtime is not parked and woken for each of them. Returns the clock's reading afterwards.
-///
-/// A sleep wakes with the clock on the millisecond at or after `time` (tokio's timers tick in
-/// milliseconds from the clock's start, where `now` lies too). When no task could run or see
-/// the clock before that reading ([`Quiet`]), the clock is moved there directly: the same
-/// reading, without the timer and the two parks of a sleep.
-async fn advance_to(time: Instant, quiet: &Quiet<'_>) -> Instant {
-    let now = Instant::now();
-    if time < now + TICK {
-        return now;
-    }
-    let ahead = time.duration_since(now);
-    let reading = now + Duration::from_millis(ahead.as_nanos().div_ceil(TICK.as_nanos()) as u64);
-    if quiet.at(reading) {
-        tokio::time::advance(reading.duration_since(now)).await;
-        debug_assert_eq!(Instant::now(), reading, "the clock moves as a sleep would");
-        return reading;
-    }
-    tokio::time::sleep_until(time).await;
-    Instant::now()
-}
-
 /// Gives back, each at its own instant, the seats held until `time` or earlier, letting the
 /// requests they dispatch start at that instant too.
-async fn release_until(holding: &mut Holding, time: Instant, quiet: &Quiet<'_>) {
+async fn release_until(holding: &mut Holding, time: Instant, clock: &mut Clock<'_>) {
     while let Some((until, seat)) = holding.pop_due(time) {
-        let now = advance_to(until, quiet).await;
+        let now = clock.advance_to(until).await;
         release(seat, now);
         while let Some((_, seat)) = holding.pop_due(now) {
             release(seat, now);
@@ -530,7 +507,7 @@ async fn release_until(holding: &mut Holding, time: Instant, quiet: &Quiet<'_>) 
         // instant, run now, before the clock moves on. When no task but the periodic ones is
         // alive and none of those is due, no task can run and no timer can fire at this
         // instant: the yield would only cost a turn of the scheduler.
-        if !quiet.at(now) {
+        if !clock.quiet_at(now) {
             tokio::task::yield_now().await;
         }
     }
@@ -551,22 +528,55 @@ impl NextWake {
     }
 }
 
-/// Whether anything but the driver could run at an instant.
-struct Quiet<'a> {
+/// The paused clock as the driver sees it: its reading, and whether anything but the driver
+/// could run before a given instant.
+struct Clock<'a> {
+    /// The clock's reading. It moves only while the driver sleeps or advances it: no task
+    /// moves it, and a yield parks the runtime without a timeout, which does not advance it.
+    now: Instant,
     metrics: tokio::runtime::RuntimeMetrics,
     /// The periodic tasks of every simulation, the only tasks always alive.
     background: &'a [NextWake],
 }
 
-impl Quiet<'_> {
-    /// No task can run at `now`, or before it from the clock's reading: none is alive but the
-    /// periodic ones, and each of those waits for a tick after `now`. A task runs only when woken — by a timer, which fires only
-    /// for a task that waits on it, or by a task or the driver — so then none is in the run
-    /// queue and no timer is due. (Request tasks, watches and the queue sets' lingering final
-    /// seats are tasks: while any is alive, this says no.)
-    fn at(&self, now: Instant) -> bool {
+impl Clock<'_> {
+    /// No task can run at `at`, or before it from the clock's reading: none is alive but the
+    /// periodic ones, and each of those waits for a tick after `at`. A task runs only when
+    /// woken — by a timer, which fires only for a task that waits on it, or by a task or the
+    /// driver — so then none is in the run queue and no timer is due. (Request tasks, watches
+    /// and the queue sets' lingering final seats are tasks: while any is alive, this says no.)
+    fn quiet_at(&self, at: Instant) -> bool {
         self.metrics.num_alive_tasks() == self.background.len()
-            && self.background.iter().all(|next| *next.0.lock() > now)
+            && self.background.iter().all(|next| *next.0.lock() > at)
+    }
+
+    /// Moves the clock to `time` — unless it falls within the current millisecond, which the
+    /// clock cannot resolve anyway: then events are replayed at once, still in their exact
+    /// order, and the runtime is not parked and woken for each of them. Returns the clock's
+    /// reading afterwards.
+    ///
+    /// A sleep wakes with the clock on the millisecond at or after `time` (tokio's timers tick
+    /// in milliseconds from the clock's start, where the reading lies too). When nothing else
+    /// could run or read the clock before that ([`quiet_at`](Self::quiet_at)), the clock is
+    /// moved there directly: the same reading, without the timer and the two parks of a sleep.
+    async fn advance_to(&mut self, time: Instant) -> Instant {
+        debug_assert_eq!(Instant::now(), self.now, "only the driver moves the clock");
+        let now = self.now;
+        if time < now + TICK {
+            return now;
+        }
+        let ahead = time.duration_since(now);
+        let ticks = ahead.as_nanos().div_ceil(TICK.as_nanos());
+        let reading = now + Duration::from_millis(ticks as u64);
+        if self.quiet_at(reading) {
+            tokio::time::advance(reading.duration_since(now)).await;
+            self.now = reading;
+            debug_assert_eq!(Instant::now(), reading, "the clock moves as a sleep would");
+        } else {
+            tokio::time::sleep_until(time).await;
+            self.now = Instant::now();
+        }
+        self.now
     }
 }
 
