@@ -110,6 +110,7 @@ async fn drive(
     let background: Vec<NextWake> = sims.iter().flat_map(|s| s.background.clone()).collect();
     let mut clock = Clock {
         now: origin,
+        paused: origin,
         metrics: tokio::runtime::Handle::current().metrics(),
         background: &background,
     };
@@ -153,12 +154,9 @@ async fn drive(
             }
         }
     }
-    release_until(
-        &mut holding,
-        Instant::now() + Duration::from_secs(u32::MAX.into()),
-        &mut clock,
-    )
-    .await;
+    let never = clock.now + Duration::from_secs(u32::MAX.into());
+    release_until(&mut holding, never, &mut clock).await;
+    clock.catch_up().await;
     drop(alive);
     let _ = finished.recv().await;
     for sim in &sims {
@@ -508,7 +506,7 @@ async fn release_until(holding: &mut Holding, time: Instant, clock: &mut Clock<'
         // alive and none of those is due, no task can run and no timer can fire at this
         // instant: the yield would only cost a turn of the scheduler.
         if !clock.quiet_at(now) {
-            tokio::task::yield_now().await;
+            clock.yield_now().await;
         }
     }
 }
@@ -528,12 +526,18 @@ impl NextWake {
     }
 }
 
-/// The paused clock as the driver sees it: its reading, and whether anything but the driver
-/// could run before a given instant.
+/// The replay's clock: its reading, which the driver moves, and the paused tokio clock, which
+/// follows it to that reading whenever anything but the driver could run or read it.
+///
+/// Only the driver moves the paused clock — by sleeping or advancing it; tasks never move it,
+/// and a yield parks the runtime without a timeout, which does not advance it — so the driver
+/// knows its reading without asking it.
 struct Clock<'a> {
-    /// The clock's reading. It moves only while the driver sleeps or advances it: no task
-    /// moves it, and a yield parks the runtime without a timeout, which does not advance it.
+    /// The replay's reading: the instant the queue sets are told.
     now: Instant,
+    /// The paused clock's reading: `now`, or behind it while the driver replays a stretch in
+    /// which nothing else could run (see [`Clock::advance_to`]).
+    paused: Instant,
     metrics: tokio::runtime::RuntimeMetrics,
     /// The periodic tasks of every simulation, the only tasks always alive.
     background: &'a [NextWake],
@@ -550,17 +554,23 @@ impl Clock<'_> {
             && self.background.iter().all(|next| *next.0.lock() > at)
     }
 
-    /// Moves the clock to `time` — unless it falls within the current millisecond, which the
+    /// Moves the replay to `time` — unless it falls within the current millisecond, which the
     /// clock cannot resolve anyway: then events are replayed at once, still in their exact
-    /// order, and the runtime is not parked and woken for each of them. Returns the clock's
-    /// reading afterwards.
+    /// order, and the runtime is not parked and woken for each of them. Returns the reading
+    /// afterwards.
     ///
     /// A sleep wakes with the clock on the millisecond at or after `time` (tokio's timers tick
     /// in milliseconds from the clock's start, where the reading lies too). When nothing else
-    /// could run or read the clock before that ([`quiet_at`](Self::quiet_at)), the clock is
-    /// moved there directly: the same reading, without the timer and the two parks of a sleep.
+    /// could run or read the clock before that ([`quiet_at`](Self::quiet_at)), the replay
+    /// moves there on its own: the same reading, without a timer, the two parks of a sleep or
+    /// any turn of the scheduler. The paused clock catches up before anything else can run —
+    /// a task spawned meanwhile first runs then — so every task reads the replay's clock.
     async fn advance_to(&mut self, time: Instant) -> Instant {
-        debug_assert_eq!(Instant::now(), self.now, "only the driver moves the clock");
+        debug_assert_eq!(
+            Instant::now(),
+            self.paused,
+            "only the driver moves the clock"
+        );
         let now = self.now;
         if time < now + TICK {
             return now;
@@ -569,14 +579,34 @@ impl Clock<'_> {
         let ticks = ahead.as_nanos().div_ceil(TICK.as_nanos());
         let reading = now + Duration::from_millis(ticks as u64);
         if self.quiet_at(reading) {
-            tokio::time::advance(reading.duration_since(now)).await;
             self.now = reading;
-            debug_assert_eq!(Instant::now(), reading, "the clock moves as a sleep would");
-        } else {
-            tokio::time::sleep_until(time).await;
-            self.now = Instant::now();
+            return reading;
         }
+        self.catch_up().await;
+        tokio::time::sleep_until(time).await;
+        self.now = Instant::now();
+        self.paused = self.now;
         self.now
+    }
+
+    /// Lets every task that can run at the replay's instant run, as `tokio::task::yield_now`
+    /// does, the paused clock brought to that instant first.
+    async fn yield_now(&mut self) {
+        if self.paused < self.now {
+            // Moves the clock, then yields.
+            self.catch_up().await;
+        } else {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Brings the paused clock to the replay's reading (a yield when it moves).
+    async fn catch_up(&mut self) {
+        if self.paused < self.now {
+            tokio::time::advance(self.now.duration_since(self.paused)).await;
+            self.paused = self.now;
+            debug_assert_eq!(Instant::now(), self.now, "the clock moves as a sleep would");
+        }
     }
 }
 
