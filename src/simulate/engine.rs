@@ -293,28 +293,42 @@ impl Sim {
         // The level's own name and the classification's FlowSchema: nothing allocated.
         let queues = Arc::clone(level.queues());
         let flow_schema = Arc::clone(&admit.flow.flow_schema);
+        let admitting = self.flow_control.start_admit_at(level, admit, now);
+        let admitting = match (handling, admitting) {
+            // Most requests get their seats at once: no task, no timer of their own; the
+            // request, its arrival and its dispatch recorded together.
+            (Handling::Ordinary, Admitting::Decided(Ok(seat))) => {
+                let in_use = queues.seats_in_use();
+                self.recorder.lock().dispatched_at_once(
+                    late,
+                    queues.name(),
+                    &flow_schema,
+                    seat.waited(),
+                    in_use,
+                );
+                // From the exact arrival, not the clock: tokio's timers tick in milliseconds,
+                // and `now` is the arrival rounded up to one.
+                let until = arrived + request.duration.unwrap_or_default();
+                return Some((until, seat));
+            }
+            (_, admitting) => admitting,
+        };
         {
             let mut recorder = self.recorder.lock();
             recorder.request(false, late);
             recorder.arrived(queues.name(), &flow_schema);
         }
-        let admitting = match (
-            handling,
-            self.flow_control.start_admit_at(level, admit, now),
-        ) {
-            // Most requests get their seats at once: no task, no timer of their own.
+        let admitting = match (handling, admitting) {
             (Handling::Ordinary, Admitting::Decided(admitted)) => {
-                let seat = record(
+                // Refused at once.
+                let _ = record(
                     &self.recorder,
                     &flow_schema,
                     &classification.flow_distinguisher,
                     admitted,
                     &queues,
-                )?;
-                // From the exact arrival, not the clock: tokio's timers tick in milliseconds,
-                // and `now` is the arrival rounded up to one.
-                let until = arrived + request.duration.unwrap_or_default();
-                return Some((until, seat));
+                );
+                return None;
             }
             (_, admitting) => admitting,
         };
