@@ -13,6 +13,7 @@ use std::cell::RefCell;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
@@ -40,6 +41,8 @@ pub struct Classification {
     pub flow_schema: FlowSchemaRef,
     /// That FlowSchema's priority level.
     pub priority_level: PriorityLevelRef,
+    /// The FlowSchema's name, shared (not copied) by every request it classifies.
+    pub flow_schema_name: Arc<str>,
     /// The flow distinguisher; `""` unless the level queues with more than one queue.
     pub flow_distinguisher: String,
     /// The flow's hash for shuffle sharding; `0` unless the level queues with more than one queue.
@@ -84,6 +87,7 @@ pub fn classify(index: &MatchIndex, identity: &Identity, info: &RequestInfo) -> 
     Classification {
         flow_schema: target.flow_schema.clone(),
         priority_level: target.priority_level.clone(),
+        flow_schema_name: Arc::clone(&target.flow_schema_name),
         flow_distinguisher,
         flow_hash,
     }

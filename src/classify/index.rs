@@ -13,6 +13,7 @@ mod prefilter;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 pub(crate) use self::prefilter::WordBuildHasher;
 use self::prefilter::{Prefilter, RequestBits};
@@ -41,6 +42,8 @@ struct IndexedRule {
 pub(crate) struct Target {
     pub(crate) flow_schema: FlowSchemaRef,
     pub(crate) priority_level: PriorityLevelRef,
+    /// The FlowSchema's name, shared by every request it classifies.
+    pub(crate) flow_schema_name: Arc<str>,
 }
 
 /// The subject index of a resolved configuration. Immutable; built once per configuration.
@@ -88,6 +91,7 @@ impl MatchIndex {
             index.targets.push(Target {
                 flow_schema: fs.clone(),
                 priority_level,
+                flow_schema_name: Arc::from(fs.name.as_str()),
             });
             for (rule_index, rule) in fs.rules.iter().enumerate() {
                 let number = index.rules.len() as u32;

@@ -94,7 +94,7 @@ impl FlowRequest {
             estimate,
             hash: classification.flow_hash,
             flow: FlowMeta {
-                flow_schema: Arc::from(classification.flow_schema.name.as_str()),
+                flow_schema: Arc::clone(&classification.flow_schema_name),
                 flow_distinguisher: classification.flow_distinguisher.clone(),
                 details,
                 mutating: !request_info::is_read_only_verb(&info.verb),
