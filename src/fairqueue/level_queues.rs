@@ -543,7 +543,11 @@ impl Seat {
     /// Releases the seats now while the caller carries on (a watch once it is initialised).
     /// Later calls and the drop do nothing.
     pub fn finish_early(&mut self) {
-        self.finish_early_at(Instant::now());
+        // The clock is read only for seats still held: a seat already given back (by
+        // `release_at`, say) is dropped without it.
+        if self.id.is_some() {
+            self.finish_early_at(Instant::now());
+        }
     }
 
     /// Releases the seats at `now`, the clock's reading, which a caller that has it hands over

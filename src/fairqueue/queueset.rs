@@ -469,8 +469,8 @@ impl<W> QueueSet<W> {
         self.enqueues += 1;
         let mut best = cards[offset];
         let mut best_work = SeatSeconds::MAX;
-        for i in 0..cards.len() {
-            let qi = cards[(offset + i) % cards.len()];
+        // From the offset round to it: no division per card.
+        for &qi in cards[offset..].iter().chain(&cards[..offset]) {
             let work = self.queues[qi].sum.total_work;
             if work < best_work {
                 best_work = work;

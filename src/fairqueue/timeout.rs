@@ -73,6 +73,12 @@ pub fn effective_timeout(
 /// The first `timeout` query parameter, percent-decoded; `None` when absent or empty (Go's
 /// `Query().Get` gives "" for both).
 fn timeout_param(query: &str) -> Option<String> {
+    // Keys are compared undecoded: a query without the word has no such key. Most have none
+    // (a list's `limit=500&resourceVersion=0`), and a scan of its bytes is cheaper than
+    // splitting it into pairs.
+    if !query.as_bytes().windows(7).any(|w| w == b"timeout") {
+        return None;
+    }
     query
         .split('&')
         .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))

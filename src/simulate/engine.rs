@@ -74,6 +74,8 @@ pub(super) struct Sim {
     open_watches: Arc<Mutex<HashMap<String, WatchGuard>>>,
     /// The classifications of the requests seen lately.
     classifications: Mutex<Classifications>,
+    /// When each of its periodic tasks wakes next.
+    background: Vec<NextWake>,
 }
 
 /// Replays `events` (in arrival order; see [`super::trace::TraceReader`]) through each of
@@ -110,6 +112,13 @@ async fn drive(
     let mut executions = Executions::default();
     let mut attributes = Attributes::default();
     let mut latest = origin;
+    let background: Vec<NextWake> = sims.iter().flat_map(|s| s.background.clone()).collect();
+    let mut clock = Clock {
+        now: origin,
+        paused: origin,
+        metrics: tokio::runtime::Handle::current().metrics(),
+        background: &background,
+    };
     for event in events {
         let mut at = |t: Duration| {
             let first = *trace_origin.get_or_insert(t);
@@ -119,13 +128,13 @@ async fn drive(
             TraceEvent::Request(request) => at(request.arrival),
             TraceEvent::Ended { at: t, .. } => at(*t),
         };
-        release_until(&mut holding, time).await;
+        release_until(&mut holding, time, &mut clock).await;
         // Late: earlier than an event already replayed (further out of order than the reader's
         // window). Not the clock: it reads the last instant rounded up to the millisecond.
         let late = time < latest;
         latest = latest.max(time);
         // Until the next `.await` the clock stands still: read once for the whole event.
-        let now = advance_to(time).await;
+        let now = clock.advance_to(time).await;
         match event {
             TraceEvent::Request(mut request) => {
                 executions.fill_in(&mut request);
@@ -158,11 +167,9 @@ async fn drive(
             }
         }
     }
-    release_until(
-        &mut holding,
-        Instant::now() + Duration::from_secs(u32::MAX.into()),
-    )
-    .await;
+    let never = clock.now + Duration::from_secs(u32::MAX.into());
+    release_until(&mut holding, never, &mut clock).await;
+    clock.catch_up().await;
     drop(alive);
     let _ = finished.recv().await;
     for sim in &sims {
@@ -195,12 +202,16 @@ impl Sim {
         }
         let flow_control = Arc::new(flow_control);
         let estimator = WorkEstimator::default();
+        let mut counts_wake = None;
         if !options.object_counts.is_empty() {
             set_object_counts(&estimator, &options.object_counts, origin);
+            let next = NextWake::new(origin);
             tokio::spawn(keep_object_counts(
                 estimator.clone(),
                 options.object_counts.clone(),
+                next.clone(),
             ));
+            counts_wake = Some(next);
         }
         let mut recorder = Recorder::default();
         if options.timeline_interval.is_none() {
@@ -210,21 +221,30 @@ impl Sim {
             let pl = &level.priority_level;
             recorder.level(&pl.name, pl.is_exempt(), level.limits.nominal_cl);
         }
-        let sim = Sim {
+        let mut sim = Sim {
             flow_control,
             estimator,
             recorder: Arc::new(Mutex::new(recorder)),
             open_watches: Arc::default(),
             classifications: Mutex::default(),
+            background: counts_wake.into_iter().collect(),
         };
-        tokio::spawn(adjust_borrowing(Arc::clone(&sim.flow_control)));
+        let next = NextWake::new(origin);
+        tokio::spawn(adjust_borrowing(
+            Arc::clone(&sim.flow_control),
+            next.clone(),
+        ));
+        sim.background.push(next);
         if let Some(every) = options.timeline_interval {
+            let next = NextWake::new(origin);
             tokio::spawn(sample(
                 Arc::clone(&sim.flow_control),
                 Arc::clone(&sim.recorder),
                 every,
                 origin,
+                next.clone(),
             ));
+            sim.background.push(next);
         }
         Ok(sim)
     }
@@ -295,28 +315,42 @@ impl Sim {
         // The level's own name and the classification's FlowSchema: nothing allocated.
         let queues = Arc::clone(level.queues());
         let flow_schema = Arc::clone(&admit.flow.flow_schema);
+        let admitting = self.flow_control.start_admit_at(level, admit, now);
+        let admitting = match (handling, admitting) {
+            // Most requests get their seats at once: no task, no timer of their own; the
+            // request, its arrival and its dispatch recorded together.
+            (Handling::Ordinary, Admitting::Decided(Ok(seat))) => {
+                let in_use = queues.seats_in_use();
+                self.recorder.lock().dispatched_at_once(
+                    late,
+                    queues.name(),
+                    &flow_schema,
+                    seat.waited(),
+                    in_use,
+                );
+                // From the exact arrival, not the clock: tokio's timers tick in milliseconds,
+                // and `now` is the arrival rounded up to one.
+                let until = arrived + request.duration.unwrap_or_default();
+                return Some((until, seat));
+            }
+            (_, admitting) => admitting,
+        };
         {
             let mut recorder = self.recorder.lock();
             recorder.request(false, late);
             recorder.arrived(queues.name(), &flow_schema);
         }
-        let admitting = match (
-            handling,
-            self.flow_control.start_admit_at(level, admit, now),
-        ) {
-            // Most requests get their seats at once: no task, no timer of their own.
+        let admitting = match (handling, admitting) {
             (Handling::Ordinary, Admitting::Decided(admitted)) => {
-                let seat = record(
+                // Refused at once.
+                let _ = record(
                     &self.recorder,
                     &flow_schema,
                     &classification.flow_distinguisher,
                     admitted,
                     &queues,
-                )?;
-                // From the exact arrival, not the clock: tokio's timers tick in milliseconds,
-                // and `now` is the arrival rounded up to one.
-                let until = arrived + request.duration.unwrap_or_default();
-                return Some((until, seat));
+                );
+                return None;
             }
             (_, admitting) => admitting,
         };
@@ -494,29 +528,121 @@ impl Holding {
 /// The resolution of tokio's timers: a sleep ends on the next millisecond.
 pub(super) const TICK: Duration = Duration::from_millis(1);
 
-/// Moves the clock to `time` — unless it falls within the current millisecond, which the clock
-/// cannot resolve anyway: then events are replayed at once, still in their exact order, and the
-/// runtime is not parked and woken for each of them. Returns the clock's reading afterwards.
-async fn advance_to(time: Instant) -> Instant {
-    let now = Instant::now();
-    if time < now + TICK {
-        return now;
-    }
-    tokio::time::sleep_until(time).await;
-    Instant::now()
-}
-
 /// Gives back, each at its own instant, the seats held until `time` or earlier, letting the
 /// requests they dispatch start at that instant too.
-async fn release_until(holding: &mut Holding, time: Instant) {
+async fn release_until(holding: &mut Holding, time: Instant, clock: &mut Clock<'_>) {
     while let Some((until, seat)) = holding.pop_due(time) {
-        let now = advance_to(until).await;
+        let now = clock.advance_to(until).await;
         release(seat, now);
         while let Some((_, seat)) = holding.pop_due(now) {
             release(seat, now);
         }
-        // The requests those seats dispatched run now, before the clock moves on.
-        tokio::task::yield_now().await;
+        // The requests those seats dispatched, and the tasks whose timers fired at this
+        // instant, run now, before the clock moves on. When no task but the periodic ones is
+        // alive and none of those is due, no task can run and no timer can fire at this
+        // instant: the yield would only cost a turn of the scheduler.
+        if !clock.quiet_at(now) {
+            clock.yield_now().await;
+        }
+    }
+}
+
+/// A periodic task's next wake (its interval's next tick), which it publishes before it waits.
+/// It starts at the task's spawning, when the task is ready to run.
+#[derive(Clone)]
+struct NextWake(Arc<Mutex<Instant>>);
+
+impl NextWake {
+    fn new(now: Instant) -> NextWake {
+        NextWake(Arc::new(Mutex::new(now)))
+    }
+
+    fn set(&self, at: Instant) {
+        *self.0.lock() = at;
+    }
+}
+
+/// The replay's clock: its reading, which the driver moves, and the paused tokio clock, which
+/// follows it to that reading whenever anything but the driver could run or read it.
+///
+/// Only the driver moves the paused clock — by sleeping or advancing it; tasks never move it,
+/// and a yield parks the runtime without a timeout, which does not advance it — so the driver
+/// knows its reading without asking it.
+struct Clock<'a> {
+    /// The replay's reading: the instant the queue sets are told.
+    now: Instant,
+    /// The paused clock's reading: `now`, or behind it while the driver replays a stretch in
+    /// which nothing else could run (see [`Clock::advance_to`]).
+    paused: Instant,
+    metrics: tokio::runtime::RuntimeMetrics,
+    /// The periodic tasks of every simulation, the only tasks always alive.
+    background: &'a [NextWake],
+}
+
+impl Clock<'_> {
+    /// No task can run at `at`, or before it from the clock's reading: none is alive but the
+    /// periodic ones, and each of those waits for a tick after `at`. A task runs only when
+    /// woken — by a timer, which fires only for a task that waits on it, or by a task or the
+    /// driver — so then none is in the run queue and no timer is due. (Request tasks, watches
+    /// and the queue sets' lingering final seats are tasks: while any is alive, this says no.)
+    fn quiet_at(&self, at: Instant) -> bool {
+        self.metrics.num_alive_tasks() == self.background.len()
+            && self.background.iter().all(|next| *next.0.lock() > at)
+    }
+
+    /// Moves the replay to `time` — unless it falls within the current millisecond, which the
+    /// clock cannot resolve anyway: then events are replayed at once, still in their exact
+    /// order, and the runtime is not parked and woken for each of them. Returns the reading
+    /// afterwards.
+    ///
+    /// A sleep wakes with the clock on the millisecond at or after `time` (tokio's timers tick
+    /// in milliseconds from the clock's start, where the reading lies too). When nothing else
+    /// could run or read the clock before that ([`quiet_at`](Self::quiet_at)), the replay
+    /// moves there on its own: the same reading, without a timer, the two parks of a sleep or
+    /// any turn of the scheduler. The paused clock catches up before anything else can run —
+    /// a task spawned meanwhile first runs then — so every task reads the replay's clock.
+    async fn advance_to(&mut self, time: Instant) -> Instant {
+        debug_assert_eq!(
+            Instant::now(),
+            self.paused,
+            "only the driver moves the clock"
+        );
+        let now = self.now;
+        if time < now + TICK {
+            return now;
+        }
+        let ahead = time.duration_since(now);
+        let ticks = ahead.as_nanos().div_ceil(TICK.as_nanos());
+        let reading = now + Duration::from_millis(ticks as u64);
+        if self.quiet_at(reading) {
+            self.now = reading;
+            return reading;
+        }
+        self.catch_up().await;
+        tokio::time::sleep_until(time).await;
+        self.now = Instant::now();
+        self.paused = self.now;
+        self.now
+    }
+
+    /// Lets every task that can run at the replay's instant run, as `tokio::task::yield_now`
+    /// does, the paused clock brought to that instant first.
+    async fn yield_now(&mut self) {
+        if self.paused < self.now {
+            // Moves the clock, then yields.
+            self.catch_up().await;
+        } else {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Brings the paused clock to the replay's reading (a yield when it moves).
+    async fn catch_up(&mut self) {
+        if self.paused < self.now {
+            tokio::time::advance(self.now.duration_since(self.paused)).await;
+            self.paused = self.now;
+            debug_assert_eq!(Instant::now(), self.now, "the clock moves as a sleep would");
+        }
     }
 }
 
@@ -556,11 +682,13 @@ async fn hold_watch(
 
 /// Keeps the given object counts fresh on the virtual clock, as `serve` refreshes them from the
 /// upstream every minute (they go stale after 3 min).
-async fn keep_object_counts(estimator: WorkEstimator, counts: Vec<(String, u64)>) {
-    let mut ticks = tokio::time::interval(Duration::from_secs(60));
+async fn keep_object_counts(estimator: WorkEstimator, counts: Vec<(String, u64)>, next: NextWake) {
+    let period = Duration::from_secs(60);
+    let mut ticks = tokio::time::interval(period);
     loop {
         let now = ticks.tick().await;
         set_object_counts(&estimator, &counts, now);
+        next.set(now + period);
     }
 }
 
@@ -575,12 +703,14 @@ fn set_object_counts(estimator: &WorkEstimator, counts: &[(String, u64)], now: I
 }
 
 /// `serve`'s periodic borrowing adjustment, on the virtual clock.
-async fn adjust_borrowing(flow_control: Arc<FlowControl>) {
+async fn adjust_borrowing(flow_control: Arc<FlowControl>, next: NextWake) {
     let mut ticks = tokio::time::interval(BORROWING_ADJUSTMENT_PERIOD);
-    ticks.tick().await;
+    let start = ticks.tick().await;
+    next.set(start + BORROWING_ADJUSTMENT_PERIOD);
     loop {
         let now = ticks.tick().await;
         let _ = flow_control.adjust_borrowing(now);
+        next.set(now + BORROWING_ADJUSTMENT_PERIOD);
     }
 }
 
@@ -590,9 +720,11 @@ async fn sample(
     recorder: Arc<Mutex<Recorder>>,
     every: Duration,
     origin: Instant,
+    next: NextWake,
 ) {
     let mut ticks = tokio::time::interval(every);
-    ticks.tick().await;
+    let start = ticks.tick().await;
+    next.set(start + every);
     loop {
         let now = ticks.tick().await;
         let t = now.saturating_duration_since(origin).as_secs_f64();
@@ -610,6 +742,7 @@ async fn sample(
             };
             recorder.sample(&level.priority_level.name, sample);
         }
+        next.set(now + every);
     }
 }
 

@@ -15,6 +15,9 @@ fn shorter_query_timeout_wins() {
         (Some("timeout=1%6Ds"), Duration::from_millis(1)),
         (Some("timeout=1.5s"), Duration::from_millis(1500)),
         (Some("timeout=2us"), Duration::from_micros(2)),
+        (Some("limit=500&resourceVersion=0"), max),
+        (Some("timeoutSeconds=5"), max),
+        (Some("timeoutSeconds=5&timeout=3s"), Duration::from_secs(3)),
     ];
     for (query, want) in cases {
         assert_eq!(

@@ -5,7 +5,7 @@
 
 use tokio::time::Instant;
 
-use super::object_count::{resource_key, ObjectCountError, ObjectStats};
+use super::object_count::{ObjectCountError, ObjectStats};
 use super::query::ListOptions;
 use super::{cap, ListCostEstimate, WorkEstimator, WorkEstimatorConfig};
 use crate::fairqueue::WorkEstimate;
@@ -47,7 +47,7 @@ impl WorkEstimator {
         let from_cache = info.verb == "watch" || !list_from_storage(&opts, config);
         let stats = match self
             .objects
-            .get(&resource_key(&info.api_group, &info.resource), now)
+            .get_resource(&info.api_group, &info.resource, now)
         {
             Ok(stats) => stats,
             // Stale counts signal a degraded upstream: assume the worst.

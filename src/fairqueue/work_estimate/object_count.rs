@@ -128,6 +128,31 @@ impl ObjectCountTracker {
         Ok(entry.stats)
     }
 
+    /// [`get`](Self::get) by group and resource: the key ([`resource_key`]) is put together on
+    /// the stack when it fits, not allocated for each request.
+    pub fn get_resource(
+        &self,
+        group: &str,
+        resource: &str,
+        now: Instant,
+    ) -> Result<ObjectStats, ObjectCountError> {
+        if group.is_empty() {
+            return self.get(resource, now);
+        }
+        let mut buf = [0u8; 128];
+        let len = resource.len() + 1 + group.len();
+        if len <= buf.len() {
+            buf[..resource.len()].copy_from_slice(resource.as_bytes());
+            buf[resource.len()] = b'.';
+            buf[resource.len() + 1..len].copy_from_slice(group.as_bytes());
+            // Two strings joined by an ASCII dot are UTF-8.
+            if let Ok(key) = std::str::from_utf8(&buf[..len]) {
+                return self.get(key, now);
+            }
+        }
+        self.get(&resource_key(group, resource), now)
+    }
+
     /// Records the count learnt from a forwarded list response: `items` objects in the response
     /// plus `remaining_item_count` (`metadata.remainingItemCount`). Call it only for 2xx responses
     /// to requests that [`list_counts_all_objects`] accepts, and only when the response either has

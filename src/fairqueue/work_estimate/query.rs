@@ -3,6 +3,8 @@
 //! Mirrors Go's `net/url.ParseQuery` (as `r.URL.Query()` uses it), apimachinery's
 //! `Convert_url_Values_To_v1_ListOptions` and `fields.ParseSelector(...).RequiresExactMatch`.
 
+use std::borrow::Cow;
+
 /// `metav1.ListOptions` as far as work estimation needs it. Each field holds the first value of its
 /// parameter, like the apiserver's conversion.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -38,13 +40,8 @@ pub struct ListOptionsError {
 impl ListOptions {
     /// Converts a raw query string (without the `?`); `None` gives the defaults.
     pub fn from_query(query: Option<&str>) -> Result<ListOptions, ListOptionsError> {
-        let params = parse_query(query.unwrap_or(""));
-        let first = |name: &str| {
-            params
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.as_str())
-        };
+        let params = parse_query_borrowed(query.unwrap_or(""));
+        let first = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| &**v);
         let string = |name: &str| first(name).unwrap_or("").to_string();
         let int = |name: &'static str| match first(name) {
             None => Ok(0),
@@ -70,6 +67,14 @@ impl ListOptions {
 /// Decodes `k=v&k2=v2` into pairs in order, as Go's `url.ParseQuery`: pieces containing `;` or a
 /// bad percent escape are skipped, `+` is a space, a missing `=` gives an empty value.
 pub fn parse_query(query: &str) -> Vec<(String, String)> {
+    parse_query_borrowed(query)
+        .into_iter()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+/// [`parse_query`], each key and value borrowed from `query` unless it had to be unescaped.
+fn parse_query_borrowed(query: &str) -> Vec<(Cow<'_, str>, Cow<'_, str>)> {
     query
         .split('&')
         .filter(|piece| !piece.is_empty() && !piece.contains(';'))
@@ -82,9 +87,9 @@ pub fn parse_query(query: &str) -> Vec<(String, String)> {
 
 /// Go's `url.QueryUnescape`: `+` → space, `%XX` → byte; `None` on a malformed escape. Bytes that
 /// are not UTF-8 are replaced (Go keeps them; no selector or version we compare contains them).
-fn query_unescape(s: &str) -> Option<String> {
+fn query_unescape(s: &str) -> Option<Cow<'_, str>> {
     if !s.contains(['%', '+']) {
-        return Some(s.to_owned());
+        return Some(Cow::Borrowed(s));
     }
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -107,10 +112,9 @@ fn query_unescape(s: &str) -> Option<String> {
             }
         }
     }
-    Some(
-        String::from_utf8(out)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-    )
+    Some(Cow::Owned(String::from_utf8(out).unwrap_or_else(|e| {
+        String::from_utf8_lossy(e.as_bytes()).into_owned()
+    })))
 }
 
 fn hex(b: u8) -> Option<u8> {

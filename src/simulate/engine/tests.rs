@@ -314,3 +314,78 @@ fn a_request_the_recording_server_rejected_executes_for_the_mean_of_its_method()
         report.duration_seconds
     );
 }
+
+/// Where no task but the periodic ones is alive, the driver skips yields and moves the clock
+/// itself (`Clock::quiet_at`); a watch kept open by another user, at another level, keeps a
+/// task alive all along, so the same replay then takes every yield and every sleep. The level
+/// both replays share must come out the same, timeline included.
+#[test]
+fn a_replay_moves_through_quiet_stretches_as_it_would_through_busy_ones() {
+    let config = config(20);
+    let options = SimOptions {
+        server_concurrency_limit: 6,
+        timeline_interval: Some(Duration::from_millis(50)),
+        object_counts: vec![("pods".to_string(), 100)],
+        ..SimOptions::default()
+    };
+    // Sparse phases (a request every 3.1 ms, each 1–2 ms: quiet between them) alternate with
+    // dense ones (every 0.3 ms, each 3–11 ms: queues build, tasks wait).
+    let mut at = Duration::ZERO;
+    let mut alice = Vec::new();
+    for i in 0..2_000u64 {
+        let dense = (i / 200) % 2 == 1;
+        at += Duration::from_micros(if dense { 300 } else { 3_100 });
+        let took = if dense {
+            3_000 + (i * 7_919) % 8_000
+        } else {
+            1_000 + (i * 31) % 1_000
+        };
+        let TraceEvent::Request(mut r) =
+            request(i + 2, 0, 0, "GET", "/api/v1/namespaces/default/pods/p")
+        else {
+            unreachable!()
+        };
+        r.arrival = at;
+        r.duration = Some(Duration::from_micros(took));
+        alice.push(TraceEvent::Request(r));
+    }
+    let TraceEvent::Request(mut watch) = request(
+        1,
+        0,
+        0,
+        "GET",
+        "/api/v1/namespaces/other/configmaps?watch=true",
+    ) else {
+        unreachable!()
+    };
+    watch.identity = Identity::authenticated("bob", "", Vec::new());
+    // With alice's first request: the trace starts at the same instant in both replays.
+    watch.arrival = Duration::from_micros(3_100);
+    watch.duration = Some(at + Duration::from_secs(1));
+    let quiet = &simulate(alice.clone().into_iter(), &[&config], &options).expect("simulate")[0];
+    let busy = std::iter::once(TraceEvent::Request(watch)).chain(alice);
+    let busy = &simulate(busy, &[&config], &options).expect("simulate")[0];
+    let watched: u64 = busy
+        .priority_levels
+        .iter()
+        .filter(|l| l.name != "work")
+        .map(|l| l.dispatched)
+        .sum();
+    assert_eq!(watched, 1, "the watch is admitted elsewhere and stays open");
+    let (quiet, busy) = (level(quiet, "work"), level(busy, "work"));
+    assert!(
+        quiet.wait_seconds.max > 0.0,
+        "the dense phases queue: {quiet:?}"
+    );
+    assert!(
+        quiet.rejected.queue_full > 0,
+        "and overflow: {:?}",
+        quiet.rejected
+    );
+    assert_eq!(quiet.dispatched, busy.dispatched);
+    assert_eq!(quiet.rejected, busy.rejected);
+    assert_eq!(quiet.wait_seconds, busy.wait_seconds);
+    assert_eq!(quiet.max_seats_in_use, busy.max_seats_in_use);
+    assert!(quiet.timeline.len() > 50, "{}", quiet.timeline.len());
+    assert_eq!(quiet.timeline[..], busy.timeline[..quiet.timeline.len()]);
+}

@@ -21,6 +21,34 @@ async fn object_counts_go_stale_then_get_pruned() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn counts_are_found_by_group_and_resource_as_by_their_key() {
+    let now = Instant::now();
+    let tracker = ObjectCountTracker::new();
+    let long_group = format!("{}.example.com", "g".repeat(200));
+    for (group, resource) in [
+        ("", "pods"),
+        ("apps", "deployments"),
+        (&long_group[..], "widgets"),
+    ] {
+        assert_eq!(
+            tracker.get_resource(group, resource, now),
+            Err(ObjectCountError::NotFound)
+        );
+        tracker.set(&resource_key(group, resource), PODS, now);
+        assert_eq!(
+            tracker.get_resource(group, resource, now),
+            Ok(PODS),
+            "{group}"
+        );
+    }
+    assert_eq!(
+        tracker.get_resource("apps", "pods", now),
+        Err(ObjectCountError::NotFound),
+        "pods.apps is not pods"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn list_responses_teach_counts_and_sizes() {
     let now = Instant::now();
     let tracker = ObjectCountTracker::new();
