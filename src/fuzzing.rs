@@ -86,16 +86,27 @@ pub fn h2_frames(bytes: &[u8], split: usize) {
 
 /// Reads `bytes` as a trace (audit events, access log or trace lines, detected by content) and
 /// replays what it yields through the bootstrap configuration. Invariants: nothing panics, every
-/// line is either yielded, reported as malformed or ignored, and the replay counts every request.
+/// line is either yielded, reported as malformed or ignored, reading ahead on a thread of its own
+/// yields the same events, errors and counts, and the replay counts every request.
 pub fn trace(bytes: &[u8]) {
     use crate::simulate::trace::{TraceEvent, TraceOptions, TraceReader};
     let options = TraceOptions {
         reorder_window: std::time::Duration::from_secs(65),
         strict: false,
     };
-    let mut reader = TraceReader::new(std::io::Cursor::new(bytes), options);
-    let events: Vec<TraceEvent> = (&mut reader).flatten().collect();
+    let mut reader = TraceReader::new(std::io::Cursor::new(bytes), options.clone());
+    let items: Vec<Result<TraceEvent, String>> = (&mut reader)
+        .map(|item| item.map_err(|e| e.to_string()))
+        .collect();
     let stats = reader.stats();
+    let mut ahead = TraceReader::read_ahead(std::io::Cursor::new(bytes.to_vec()), options)
+        .expect("the reading thread starts");
+    let ahead_items: Vec<Result<TraceEvent, String>> = (&mut ahead)
+        .map(|item| item.map_err(|e| e.to_string()))
+        .collect();
+    assert_eq!(ahead_items, items, "reading ahead yields what reading in line does");
+    assert_eq!(ahead.stats(), stats, "reading ahead counts what reading in line does");
+    let events: Vec<TraceEvent> = items.into_iter().flatten().collect();
     let requests = events
         .iter()
         .filter(|e| matches!(e, TraceEvent::Request(_)))
