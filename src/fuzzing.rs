@@ -104,8 +104,15 @@ pub fn trace(bytes: &[u8]) {
     let ahead_items: Vec<Result<TraceEvent, String>> = (&mut ahead)
         .map(|item| item.map_err(|e| e.to_string()))
         .collect();
-    assert_eq!(ahead_items, items, "reading ahead yields what reading in line does");
-    assert_eq!(ahead.stats(), stats, "reading ahead counts what reading in line does");
+    assert_eq!(
+        ahead_items, items,
+        "reading ahead yields what reading in line does"
+    );
+    assert_eq!(
+        ahead.stats(),
+        stats,
+        "reading ahead counts what reading in line does"
+    );
     let events: Vec<TraceEvent> = items.into_iter().flatten().collect();
     let requests = events
         .iter()
