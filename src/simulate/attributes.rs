@@ -5,7 +5,15 @@
 //! controller): [`request_info::parse`] is a pure function of the method and the target, so its
 //! result is kept and shared. At most [`Attributes::CAPACITY`] targets are kept; the memo starts
 //! over when full. Every configuration compared in one run shares the same attributes.
+//!
+//! Each derivation also names the attributes classification reads ([`Derived::class`]): the verb,
+//! the API group, the resource and subresource, the namespace, and for a non-resource request
+//! its path — not the object's name, which no FlowSchema rule can name. The GETs of many pods of
+//! one namespace share one class, so `simulate` classifies them once per user and groups.
 
+use compact_str::CompactString;
+
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -17,17 +25,50 @@ use crate::request_info::{self, RequestInfo, RequestInfoError};
 pub(super) struct Attributes {
     by_method: Vec<(http::Method, Targets)>,
     kept: usize,
-    /// The id of the last attributes derived.
-    last: u64,
+    /// Classes by what classification reads, and the id of the last class named.
+    classes: HashMap<ClassKey, u64, WordBuildHasher>,
+    last_class: u64,
+}
+
+/// What classification reads of a request's attributes.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ClassKey {
+    is_resource_request: bool,
+    verb: CompactString,
+    api_group: CompactString,
+    resource: CompactString,
+    subresource: CompactString,
+    namespace: CompactString,
+    /// Only for non-resource requests (empty otherwise).
+    path: String,
+}
+
+impl ClassKey {
+    fn of(info: &RequestInfo) -> Self {
+        ClassKey {
+            is_resource_request: info.is_resource_request,
+            verb: info.verb.clone(),
+            api_group: info.api_group.clone(),
+            resource: info.resource.clone(),
+            subresource: info.subresource.clone(),
+            namespace: info.namespace.clone(),
+            path: if info.is_resource_request {
+                String::new()
+            } else {
+                info.path.clone()
+            },
+        }
+    }
 }
 
 type Targets = HashMap<Box<str>, Derived, WordBuildHasher>;
 
-/// A request's attributes, with an id that no other method and target in the same run gets
-/// (not even after the memo started over), for memos keyed by them.
+/// A request's attributes, with the class of what classification reads of them.
 #[derive(Debug, Clone)]
 pub(super) struct Derived {
-    pub(super) id: u64,
+    /// The same for every request whose attributes classification reads are the same (and
+    /// never reused for others in the same run).
+    pub(super) class: u64,
     pub(super) info: Arc<RequestInfo>,
 }
 
@@ -52,17 +93,21 @@ impl Attributes {
             return Ok(derived.clone());
         }
         let info = Arc::new(request_info::parse(method.as_str(), target)?);
-        self.last += 1;
-        let derived = Derived {
-            id: self.last,
-            info,
-        };
         if self.kept >= Self::CAPACITY {
             for (_, targets) in &mut self.by_method {
                 targets.clear();
             }
+            self.classes.clear();
             self.kept = 0;
         }
+        let class = match self.classes.entry(ClassKey::of(&info)) {
+            Entry::Occupied(class) => *class.get(),
+            Entry::Vacant(new) => {
+                self.last_class += 1;
+                *new.insert(self.last_class)
+            }
+        };
+        let derived = Derived { class, info };
         self.by_method[at].1.insert(target.into(), derived.clone());
         self.kept += 1;
         Ok(derived)
@@ -81,9 +126,29 @@ mod tests {
         assert_eq!(*get.info, request_info::parse("GET", target).unwrap());
         let again = memo.of(&http::Method::GET, target).unwrap();
         assert!(Arc::ptr_eq(&get.info, &again.info));
-        assert_eq!(get.id, again.id);
+        assert_eq!(get.class, again.class);
         let delete = memo.of(&http::Method::DELETE, target).unwrap();
-        assert_ne!(delete.id, get.id);
+        assert_ne!(delete.class, get.class);
+        // Another pod's name, the same class; another namespace, another class.
+        let other = memo
+            .of(&http::Method::GET, "/api/v1/namespaces/ns/pods/web-2")
+            .unwrap();
+        let same = memo
+            .of(
+                &http::Method::GET,
+                "/api/v1/namespaces/ns/pods/web-3?pretty=1",
+            )
+            .unwrap();
+        let elsewhere = memo
+            .of(&http::Method::GET, "/api/v1/namespaces/other/pods/web-2")
+            .unwrap();
+        assert_eq!(other.class, same.class);
+        assert!(!Arc::ptr_eq(&other.info, &same.info));
+        assert_ne!(other.class, elsewhere.class);
+        // Non-resource requests: the path is what classification reads.
+        let healthz = memo.of(&http::Method::GET, "/healthz").unwrap();
+        let livez = memo.of(&http::Method::GET, "/livez").unwrap();
+        assert_ne!(healthz.class, livez.class);
         let (get, delete) = (get.info, delete.info);
         assert_eq!(delete.verb, "deletecollection");
         assert_eq!(get.verb, "watch");
@@ -100,9 +165,9 @@ mod tests {
             let target = format!("/api/v1/namespaces/ns/pods/p{i}");
             let derived = memo.of(&http::Method::GET, &target).unwrap();
             assert_eq!(derived.info.name, format!("p{i}"));
-            assert_eq!(derived.id, i as u64 + 1, "ids are never reused");
         }
         assert_eq!(memo.kept, 10);
+        assert_eq!(memo.classes.len(), 1, "one class, whatever the pods' names");
         let kept: usize = memo.by_method.iter().map(|(_, t)| t.len()).sum();
         assert_eq!(kept, 10);
     }

@@ -1,8 +1,8 @@
 //! The classifications of the requests a replay has seen lately, for one configuration.
 //!
 //! [`classify`] is a pure function of the configuration's index, the user, the groups and the
-//! request attributes: a request whose user, groups and attributes ([`Derived`]) were classified
-//! before reuses that classification. At most [`Classifications::CAPACITY`] are kept; the memo
+//! request attributes it reads (their class, [`Derived::class`]): a request whose user, groups
+//! and class were classified before reuses that classification. At most [`Classifications::CAPACITY`] are kept; the memo
 //! starts over when full, and when the configuration's snapshot changes.
 
 use std::collections::HashMap;
@@ -14,8 +14,8 @@ use crate::auth::Identity;
 use crate::classify::{classify, Classification, KeyHasher, WordBuildHasher};
 use crate::fairqueue::controller::Snapshot;
 
-/// Classifications by a hash of (attributes id, user, groups); each entry keeps its key, which
-/// is compared on every hit.
+/// Classifications by a hash of (attributes class, user, groups); each entry keeps its key,
+/// which is compared on every hit.
 #[derive(Debug, Default)]
 pub(super) struct Classifications {
     snapshot: Option<Arc<Snapshot>>,
@@ -24,7 +24,7 @@ pub(super) struct Classifications {
 
 #[derive(Debug)]
 struct Entry {
-    attributes: u64,
+    class: u64,
     user: Box<str>,
     groups: Box<[String]>,
     classification: Classification,
@@ -49,9 +49,9 @@ impl Classifications {
             self.by_key.clear();
             self.snapshot = Some(Arc::clone(snapshot));
         }
-        let key = key(derived.id, identity);
+        let key = key(derived.class, identity);
         if let Some(entry) = self.by_key.get(&key) {
-            if entry.attributes == derived.id
+            if entry.class == derived.class
                 && *entry.user == *identity.user
                 && *entry.groups == *identity.groups
             {
@@ -63,7 +63,7 @@ impl Classifications {
             self.by_key.clear();
         }
         let entry = Entry {
-            attributes: derived.id,
+            class: derived.class,
             user: identity.user.as_str().into(),
             groups: identity.groups.clone().into_boxed_slice(),
             classification: classification.clone(),
@@ -75,9 +75,9 @@ impl Classifications {
 
 /// The memo's key. A fast unkeyed hash is enough: the trace is the operator's own, and a
 /// collision only costs a classification.
-fn key(attributes: u64, identity: &Identity) -> u64 {
+fn key(class: u64, identity: &Identity) -> u64 {
     let mut hasher = WordBuildHasher::default().build_hasher();
-    hasher.write_u64(attributes);
+    hasher.write_u64(class);
     hasher.write(identity.user.as_bytes());
     for group in &identity.groups {
         hasher.write(group.as_bytes());
@@ -135,6 +135,16 @@ mod tests {
             }
         }
         assert_eq!(memo.by_key.len(), cases.len());
+        // Another object of the same class (its name is all that differs): no new entry.
+        let pod = attributes
+            .of(&http::Method::GET, "/api/v1/namespaces/default/pods/web-1")
+            .unwrap();
+        let other_pod = attributes
+            .of(&http::Method::GET, "/api/v1/namespaces/default/pods/web-2")
+            .unwrap();
+        let first = memo.of(&snapshot, &node, &pod);
+        assert_eq!(memo.of(&snapshot, &node, &other_pod), first);
+        assert_eq!(memo.by_key.len(), cases.len() + 1);
         assert_eq!(
             &*memo.of(&snapshot, &node, &lease).flow_schema.name,
             "system-node-high"
