@@ -333,12 +333,44 @@ struct LevelRecord {
     timeline: Vec<Sample>,
 }
 
+impl LevelRecord {
+    /// A request got seats after waiting `waited`; the level then held `seats_in_use`.
+    fn dispatch(&mut self, waited: Duration, seats_in_use: u64, without_timeline: bool) {
+        self.dispatched += 1;
+        let w = micros(waited);
+        let _ = self.waits.record(w);
+        if !without_timeline {
+            let _ = self.interval_waits.record(w);
+        }
+        self.max_seats_in_use = self.max_seats_in_use.max(seats_in_use);
+    }
+}
+
 #[derive(Debug, Default)]
 struct SchemaRecord {
     priority_level: String,
     arrivals: u64,
     dispatched: u64,
     rejected: Rejected,
+}
+
+/// Counts an arrival classified to `flow_schema` at `priority_level`, and `dispatched` of it
+/// at once. Looked up before it is inserted: no allocation for a schema already counted.
+fn schema_arrived(
+    schemas: &mut HashMap<String, SchemaRecord, WordBuildHasher>,
+    priority_level: &str,
+    flow_schema: &str,
+    dispatched: u64,
+) {
+    let s = match schemas.get_mut(flow_schema) {
+        Some(s) => s,
+        None => schemas.entry(flow_schema.to_string()).or_default(),
+    };
+    if s.priority_level.is_empty() {
+        s.priority_level = priority_level.to_string();
+    }
+    s.arrivals += 1;
+    s.dispatched += dispatched;
 }
 
 /// Collects outcomes while a simulation runs.
@@ -436,15 +468,7 @@ impl Recorder {
         if let Some(l) = self.levels.get_mut(priority_level) {
             l.arrivals += 1;
         }
-        // Looked up before it is inserted: no allocation for a schema already counted.
-        let s = match self.schemas.get_mut(flow_schema) {
-            Some(s) => s,
-            None => self.schemas.entry(flow_schema.to_string()).or_default(),
-        };
-        if s.priority_level.is_empty() {
-            s.priority_level = priority_level.to_string();
-        }
-        s.arrivals += 1;
+        schema_arrived(&mut self.schemas, priority_level, flow_schema, 0);
     }
 
     /// A request ([`request`](Self::request)) classified to `flow_schema` at `priority_level`
@@ -461,23 +485,9 @@ impl Recorder {
         self.request(false, late);
         if let Some(l) = self.levels.get_mut(priority_level) {
             l.arrivals += 1;
-            l.dispatched += 1;
-            let w = micros(waited);
-            let _ = l.waits.record(w);
-            if !self.without_timeline {
-                let _ = l.interval_waits.record(w);
-            }
-            l.max_seats_in_use = l.max_seats_in_use.max(seats_in_use);
+            l.dispatch(waited, seats_in_use, self.without_timeline);
         }
-        let s = match self.schemas.get_mut(flow_schema) {
-            Some(s) => s,
-            None => self.schemas.entry(flow_schema.to_string()).or_default(),
-        };
-        if s.priority_level.is_empty() {
-            s.priority_level = priority_level.to_string();
-        }
-        s.arrivals += 1;
-        s.dispatched += 1;
+        schema_arrived(&mut self.schemas, priority_level, flow_schema, 1);
     }
 
     /// It got seats after waiting `waited`; the level then held `seats_in_use`.
@@ -489,13 +499,7 @@ impl Recorder {
         seats_in_use: u64,
     ) {
         if let Some(l) = self.levels.get_mut(priority_level) {
-            l.dispatched += 1;
-            let w = micros(waited);
-            let _ = l.waits.record(w);
-            if !self.without_timeline {
-                let _ = l.interval_waits.record(w);
-            }
-            l.max_seats_in_use = l.max_seats_in_use.max(seats_in_use);
+            l.dispatch(waited, seats_in_use, self.without_timeline);
         }
         if let Some(s) = self.schemas.get_mut(flow_schema) {
             s.dispatched += 1;
