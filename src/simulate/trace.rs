@@ -196,15 +196,7 @@ pub(crate) enum Parsed {
 impl<R: BufRead> TraceReader<R> {
     /// A reader over `input`, on the calling thread.
     pub fn new(input: R, options: TraceOptions) -> Self {
-        Self::with_source(
-            Source::Inline {
-                input,
-                buf: Vec::new(),
-                decoder: Decoder::default(),
-                line: 0,
-            },
-            options,
-        )
+        Self::with_source(Source::Inline(Lines::new(input)), options)
     }
 
     /// A reader over `input` whose lines are read and decoded (JSON, timestamps: most of the
@@ -216,7 +208,7 @@ impl<R: BufRead> TraceReader<R> {
     where
         R: Send + 'static,
     {
-        let batches = ahead::spawn(input)?;
+        let batches = ahead::spawn(Lines::new(input))?;
         Ok(Self::with_source(
             Source::Ahead {
                 batches,
@@ -371,12 +363,7 @@ impl<R: BufRead> Iterator for TraceReader<R> {
 /// Where a reader's decoded lines come from.
 enum Source<R> {
     /// Read and decoded on the caller's thread.
-    Inline {
-        input: R,
-        buf: Vec<u8>,
-        decoder: Decoder,
-        line: u64,
-    },
+    Inline(Lines<R>),
     /// From the reading thread, in batches.
     Ahead {
         batches: std::sync::mpsc::Receiver<ahead::Batch>,
@@ -388,18 +375,7 @@ impl<R: BufRead> Source<R> {
     /// The next line, decoded; `None` at the end of the input.
     fn next_line(&mut self) -> std::io::Result<Option<Decoded>> {
         match self {
-            Source::Inline {
-                input,
-                buf,
-                decoder,
-                line,
-            } => {
-                let Some(complete) = read_bounded_line(input, buf)? else {
-                    return Ok(None);
-                };
-                *line += 1;
-                Ok(Some(decoder.decode(buf, complete, *line)))
-            }
+            Source::Inline(lines) => lines.next_line(),
             Source::Ahead { batches, batch } => loop {
                 if let Some(line) = batch.next() {
                     return line.map(Some);
@@ -429,15 +405,38 @@ enum Decoded {
     Stateless(TraceFormat, Result<Parsed, String>),
 }
 
-/// Decodes lines in order: the first line that is one of the formats decides it.
-#[derive(Debug, Default)]
-struct Decoder {
+/// An input's lines, read and decoded in order (on the caller's thread or the reading thread):
+/// the first line that is one of the formats decides it.
+struct Lines<R> {
+    input: R,
+    buf: Vec<u8>,
     format: Option<TraceFormat>,
+    /// The number of the last line read (1-based).
+    line: u64,
 }
 
-impl Decoder {
-    /// Line number `number`, whose bytes are `line` (`complete`: not cut at the limit).
-    fn decode(&mut self, line: &[u8], complete: bool, number: u64) -> Decoded {
+impl<R: BufRead> Lines<R> {
+    fn new(input: R) -> Self {
+        Lines {
+            input,
+            buf: Vec::new(),
+            format: None,
+            line: 0,
+        }
+    }
+
+    /// The next line, decoded; `None` at the end of the input.
+    fn next_line(&mut self) -> std::io::Result<Option<Decoded>> {
+        let Some(complete) = read_bounded_line(&mut self.input, &mut self.buf)? else {
+            return Ok(None);
+        };
+        self.line += 1;
+        Ok(Some(self.decode(complete)))
+    }
+
+    /// The line in `buf` (`complete`: not cut at the limit).
+    fn decode(&mut self, complete: bool) -> Decoded {
+        let (line, number) = (&self.buf[..], self.line);
         if !complete {
             return Decoded::TooLong;
         }
@@ -464,8 +463,7 @@ mod ahead {
     use std::io::BufRead;
     use std::sync::mpsc;
 
-    use super::{Decoded, Decoder};
-    use crate::classify::read_bounded_line;
+    use super::{Decoded, Lines};
 
     /// Lines per message: enough that the channel costs little per line.
     const LINES: usize = 256;
@@ -476,24 +474,18 @@ mod ahead {
     pub(super) type Batch = Vec<std::io::Result<Decoded>>;
 
     pub(super) fn spawn<R: BufRead + Send + 'static>(
-        mut input: R,
+        mut lines: Lines<R>,
     ) -> std::io::Result<mpsc::Receiver<Batch>> {
         let (tx, rx) = mpsc::sync_channel(BATCHES);
         std::thread::Builder::new()
             .name("trace-reader".into())
             .spawn(move || {
-                let mut decoder = Decoder::default();
-                let mut buf = Vec::new();
-                let mut line = 0;
                 loop {
                     let mut batch = Vec::with_capacity(LINES);
                     let mut end = false;
                     while batch.len() < LINES {
-                        match read_bounded_line(&mut input, &mut buf) {
-                            Ok(Some(complete)) => {
-                                line += 1;
-                                batch.push(Ok(decoder.decode(&buf, complete, line)));
-                            }
+                        match lines.next_line() {
+                            Ok(Some(decoded)) => batch.push(Ok(decoded)),
                             Ok(None) => {
                                 end = true;
                                 break;
