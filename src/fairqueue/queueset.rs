@@ -415,17 +415,21 @@ impl<W> QueueSet<W> {
 
     /// Mirrors `shuffleShardAndRejectOrEnqueueLocked` and `StartRequest` step 2.
     fn shuffle_shard_and_enqueue(&mut self, now: Instant, arrival: Arrival) -> Started {
-        let qi = self.shuffle_shard(arrival.hash);
+        #[cfg(test)]
+        let fast = !self.always_enqueue;
+        #[cfg(not(test))]
+        let fast = true;
+        let qi = if fast && self.waiting == 0 {
+            self.shuffle_shard_idle(arrival.hash)
+        } else {
+            self.shuffle_shard(arrival.hash)
+        };
         if self.seats_in_use >= u64::from(self.concurrency_limit)
             && self.queues[qi].len >= self.queue_length_limit
         {
             self.counters.rejected += 1;
             return Started::Rejected(RejectReason::QueueFull);
         }
-        #[cfg(test)]
-        let fast = !self.always_enqueue;
-        #[cfg(not(test))]
-        let fast = true;
         if fast
             && self.waiting == 0
             && self.seats_in_use < u64::from(self.concurrency_limit)
@@ -532,6 +536,17 @@ impl<W> QueueSet<W> {
             }
         }
         best
+    }
+
+    /// [`shuffle_shard`](Self::shuffle_shard) when nothing waits: every queue's waiting work is
+    /// zero, so the first card examined wins, and only that card is dealt.
+    fn shuffle_shard_idle(&mut self, hash: u64) -> usize {
+        let dealer = self
+            .dealer
+            .expect("invariant: a Queue configuration has a dealer");
+        let offset = (self.enqueues % dealer.hand_size() as u64) as usize;
+        self.enqueues += 1;
+        dealer.card(hash, offset)
     }
 
     /// Unlinks a waiting request and forgets it, delivering a time-out event if its wait limit
