@@ -9,6 +9,7 @@
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -79,8 +80,42 @@ pub struct Snapshot {
     config: Arc<Config>,
     /// The configuration's classification index, built once per configuration.
     index: MatchIndex,
-    /// FNV: looked up once per request by a configured level name (not caller input).
+    /// FNV: looked up by a configured level name (not caller input).
     levels: fnv::FnvHashMap<String, LevelHandle>,
+    /// The same handles by the address of their level's object, which is the object the
+    /// classification index hands out: what each request looks up ([`Snapshot::level_of`]).
+    by_object: ObjectMap,
+}
+
+/// [`Snapshot::level_of`]'s map: keyed by the address of a live `PriorityLevel` (the snapshot
+/// holds every one it keys by, so an address names one object).
+type ObjectMap = std::collections::HashMap<usize, LevelHandle, BuildHasherDefault<AddressHasher>>;
+
+/// Hashes an address: one folded multiplication instead of a byte-wise hash of a name.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // Only addresses are hashed (`write_usize`); anything else is hashed FNV-1a style.
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        let m = u128::from(n as u64) * 0x9e37_79b9_7f4a_7c15;
+        self.0 = (m as u64) ^ ((m >> 64) as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// The key of a level's object in [`ObjectMap`].
+fn object_key(pl: &PriorityLevelRef) -> usize {
+    Arc::as_ptr(pl) as usize
 }
 
 impl Snapshot {
@@ -97,6 +132,16 @@ impl Snapshot {
     /// The level a FlowSchema names.
     pub fn level(&self, name: &str) -> Option<&LevelHandle> {
         self.levels.get(name)
+    }
+
+    /// The level of `pl`, a classification's priority level: by the object when it is the
+    /// snapshot's own (always, for a classification made with [`Snapshot::index`]), else by
+    /// name ([`Snapshot::level`]).
+    pub fn level_of(&self, pl: &PriorityLevelRef) -> Option<&LevelHandle> {
+        match self.by_object.get(&object_key(pl)) {
+            Some(handle) => Some(handle),
+            None => self.level(&pl.name),
+        }
     }
 }
 
@@ -199,6 +244,7 @@ impl FlowControl {
                 index: MatchIndex::of(config),
                 config: Arc::new(config.clone()),
                 levels: fnv::FnvHashMap::default(),
+                by_object: ObjectMap::default(),
             })),
             dropped: Mutex::new(DroppedRequestsTracker::new()),
         };
@@ -397,7 +443,7 @@ impl FlowControl {
     }
 
     fn publish(&self, inner: &Inner, config: &Config) {
-        let levels = inner
+        let levels: fnv::FnvHashMap<String, LevelHandle> = inner
             .levels
             .iter()
             .filter(|(_, e)| !e.quiescing)
@@ -410,10 +456,15 @@ impl FlowControl {
                 (name.clone(), handle)
             })
             .collect();
+        let by_object = levels
+            .values()
+            .map(|h| (object_key(&h.priority_level), h.clone()))
+            .collect();
         let snapshot = Arc::new(Snapshot {
             index: MatchIndex::of(config),
             config: Arc::new(config.clone()),
             levels,
+            by_object,
         });
         *self.snapshot.write() = snapshot;
     }

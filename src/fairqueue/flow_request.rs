@@ -108,7 +108,7 @@ impl FlowRequest {
         now: Instant,
     ) -> Result<FlowRequest, NoQueues> {
         let level = snapshot
-            .level(&classification.priority_level.name)
+            .level_of(&classification.priority_level)
             .ok_or_else(|| NoQueues(classification.priority_level.name.clone()))?
             .clone();
         let estimate = estimator.estimate(info, query, level.max_seats(), now);

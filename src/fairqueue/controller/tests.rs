@@ -222,3 +222,22 @@ async fn borrowing_adjustment_feeds_observed_demand_into_the_limits() {
         t.abort();
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn level_of_finds_the_level_by_its_object_or_else_by_name() {
+    let (fc, _) = FlowControl::new(&small_and_big(queue(8, 2, 4)), 10, Instant::now())
+        .expect("positive");
+    let snapshot = fc.snapshot();
+    for name in ["small", "big"] {
+        let own = Arc::clone(snapshot.config().priority_level(name).expect("configured"));
+        let by_name = snapshot.level(name).expect("published");
+        let found = snapshot.level_of(&own).expect("found by its object");
+        assert!(Arc::ptr_eq(found.queues(), by_name.queues()), "{name}");
+        // An equal object of another configuration: found by name.
+        let copy = Arc::new(PriorityLevel::clone(&own));
+        let found = snapshot.level_of(&copy).expect("found by name");
+        assert!(Arc::ptr_eq(found.queues(), by_name.queues()), "{name}");
+    }
+    let unknown = Arc::new(limited("unknown", 1, 0, LimitResponse::Reject));
+    assert!(snapshot.level_of(&unknown).is_none());
+}
