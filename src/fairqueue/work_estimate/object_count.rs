@@ -71,6 +71,19 @@ pub fn resource_key(group: &str, resource: &str) -> String {
     }
 }
 
+/// The stats under `key` in `entries`: not found, stale at `now`, or current (`Get`).
+fn stats_of(
+    entries: &HashMap<String, Entry>,
+    key: &str,
+    now: Instant,
+) -> Result<ObjectStats, ObjectCountError> {
+    let entry = entries.get(key).ok_or(ObjectCountError::NotFound)?;
+    if now.saturating_duration_since(entry.last_updated) > STALE_TOLERATION {
+        return Err(ObjectCountError::Stale);
+    }
+    Ok(entry.stats)
+}
+
 /// Whether a successful response to this request lists every object of its resource, so that its
 /// item count (plus `metadata.remainingItemCount`) is the resource's object count: a cluster-wide
 /// `list` of a resource (no subresource, no name), without label or field selector and not a
@@ -120,12 +133,7 @@ impl ObjectCountTracker {
     /// The stats of a resource (`Get`): not found, stale (over [`STALE_TOLERATION`] old at `now`),
     /// or current.
     pub fn get(&self, key: &str, now: Instant) -> Result<ObjectStats, ObjectCountError> {
-        let entries = self.read();
-        let entry = entries.get(key).ok_or(ObjectCountError::NotFound)?;
-        if now.saturating_duration_since(entry.last_updated) > STALE_TOLERATION {
-            return Err(ObjectCountError::Stale);
-        }
-        Ok(entry.stats)
+        stats_of(&self.read(), key, now)
     }
 
     /// [`get`](Self::get) by group and resource: the key ([`resource_key`]) is put together on
@@ -136,8 +144,13 @@ impl ObjectCountTracker {
         resource: &str,
         now: Instant,
     ) -> Result<ObjectStats, ObjectCountError> {
+        let entries = self.read();
+        if entries.is_empty() {
+            // Nothing known (always, in `simulate` without object counts): no key to build.
+            return Err(ObjectCountError::NotFound);
+        }
         if group.is_empty() {
-            return self.get(resource, now);
+            return stats_of(&entries, resource, now);
         }
         let mut buf = [0u8; 128];
         let len = resource.len() + 1 + group.len();
@@ -147,10 +160,10 @@ impl ObjectCountTracker {
             buf[resource.len() + 1..len].copy_from_slice(group.as_bytes());
             // Two strings joined by an ASCII dot are UTF-8.
             if let Ok(key) = std::str::from_utf8(&buf[..len]) {
-                return self.get(key, now);
+                return stats_of(&entries, key, now);
             }
         }
-        self.get(&resource_key(group, resource), now)
+        stats_of(&entries, &resource_key(group, resource), now)
     }
 
     /// Records the count learnt from a forwarded list response: `items` objects in the response

@@ -89,6 +89,10 @@ impl WatchTracker {
             return 0;
         }
         let counts = self.counts.lock();
+        if counts.is_empty() {
+            // No watch registered (always, in `simulate`): no identifier to put together.
+            return 0;
+        }
         let mut id = WatchIdentifier {
             api_group: info.api_group.clone(),
             resource: info.resource.clone(),
