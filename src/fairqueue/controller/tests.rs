@@ -225,8 +225,8 @@ async fn borrowing_adjustment_feeds_observed_demand_into_the_limits() {
 
 #[tokio::test(start_paused = true)]
 async fn level_of_finds_the_level_by_its_object_or_else_by_name() {
-    let (fc, _) = FlowControl::new(&small_and_big(queue(8, 2, 4)), 10, Instant::now())
-        .expect("positive");
+    let (fc, _) =
+        FlowControl::new(&small_and_big(queue(8, 2, 4)), 10, Instant::now()).expect("positive");
     let snapshot = fc.snapshot();
     for name in ["small", "big"] {
         let own = Arc::clone(snapshot.config().priority_level(name).expect("configured"));

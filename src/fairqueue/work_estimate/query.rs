@@ -342,7 +342,12 @@ mod tests {
     /// each parameter looked up.
     fn from_pairs(query: &str) -> Result<ListOptions<'static>, ListOptionsError> {
         let params = parse_query(query);
-        let first = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+        let first = |name: &str| {
+            params
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
         let string = |name: &str| Cow::Owned(first(name).unwrap_or("").to_string());
         let int = |name: &'static str| match first(name) {
             None => Ok(0),
