@@ -93,6 +93,28 @@ impl Dealer {
     }
 }
 
+impl Dealer {
+    /// The card at `index` (below the hand size) of the hand for `hash`:
+    /// `deal(hash).as_slice()[index]`, without dealing the cards after it.
+    pub fn card(&self, mut hash: u64, index: usize) -> usize {
+        let index = index.min(self.hand_size - 1);
+        let mut remainders = [0usize; MAX_HAND_SIZE];
+        for (i, r) in remainders.iter_mut().take(index + 1).enumerate() {
+            let modulus = (self.deck_size - i) as u64;
+            *r = (hash % modulus) as usize;
+            hash /= modulus;
+        }
+        // As in `deal`: each earlier card that is not above this one shifts it up by one.
+        let mut card = remainders[index];
+        for j in (1..=index).rev() {
+            if card >= remainders[j - 1] {
+                card += 1;
+            }
+        }
+        card
+    }
+}
+
 /// A dealt hand: queue indices in deal order. Small and `Copy`; no allocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hand {

@@ -339,17 +339,18 @@ impl LevelQueues {
     }
 
     /// Ends the execution of `id`; its final seats linger on a timer if it has any.
-    fn release(self: &Arc<Self>, id: RequestId, fs: Arc<str>, seats: u32, now: Instant) {
+    fn release(self: &Arc<Self>, id: RequestId, fs: &Arc<str>, seats: u32, now: Instant) {
         let finished = self.with_queue_set(now, |qs| qs.finish(id, now));
         let Ok(fin) = finished else {
             tracing::error!(priority_level = %self.name, "Seat released twice or unknown");
             return;
         };
         let Some(linger) = fin.linger else {
-            self.note_released(&fs, seats);
+            self.note_released(fs, seats);
             return;
         };
         let level = Arc::clone(self);
+        let fs = Arc::clone(fs);
         let release_final = move || {
             let now = Instant::now();
             let _ = level.with_queue_set(now, |qs| qs.release_final_seats(id, now));
@@ -558,8 +559,7 @@ impl Seat {
 
     fn finish_early_at(&mut self, now: Instant) {
         if let Some(id) = self.id.take() {
-            self.level
-                .release(id, Arc::clone(&self.flow_schema), self.seats, now);
+            self.level.release(id, &self.flow_schema, self.seats, now);
         }
     }
 

@@ -70,6 +70,10 @@ pub struct QueueSet<W = ()> {
     queued_seats_in_use: u64,
     active_queues: u32,
     counters: Counters,
+    /// Tests only: every arrival takes the queued path, the oracle of
+    /// [`dispatch_at_once`](Self::dispatch_at_once).
+    #[cfg(test)]
+    always_enqueue: bool,
 }
 
 impl<W> QueueSet<W> {
@@ -105,6 +109,8 @@ impl<W> QueueSet<W> {
             queued_seats_in_use: 0,
             active_queues: 0,
             counters: Counters::default(),
+            #[cfg(test)]
+            always_enqueue: false,
         };
         qs.reconfigure(config, now)?;
         Ok(qs)
@@ -409,12 +415,27 @@ impl<W> QueueSet<W> {
 
     /// Mirrors `shuffleShardAndRejectOrEnqueueLocked` and `StartRequest` step 2.
     fn shuffle_shard_and_enqueue(&mut self, now: Instant, arrival: Arrival) -> Started {
-        let qi = self.shuffle_shard(arrival.hash);
+        #[cfg(test)]
+        let fast = !self.always_enqueue;
+        #[cfg(not(test))]
+        let fast = true;
+        let qi = if fast && self.waiting == 0 {
+            self.shuffle_shard_idle(arrival.hash)
+        } else {
+            self.shuffle_shard(arrival.hash)
+        };
         if self.seats_in_use >= u64::from(self.concurrency_limit)
             && self.queues[qi].len >= self.queue_length_limit
         {
             self.counters.rejected += 1;
             return Started::Rejected(RejectReason::QueueFull);
+        }
+        if fast
+            && self.waiting == 0
+            && self.seats_in_use < u64::from(self.concurrency_limit)
+            && self.can_accommodate(arrival.estimate.max_seats())
+        {
+            return Started::Executing(self.dispatch_at_once(now, qi, arrival));
         }
         let deadline = arrival.deadline;
         let phase = Phase::Waiting {
@@ -457,6 +478,43 @@ impl<W> QueueSet<W> {
         }
     }
 
+    /// The arrival, at queue `qi`, of a request that nothing waits before and that fits: what
+    /// enqueuing it and dispatching it (`dispatchAsMuchAsPossibleLocked`, which picks it, the
+    /// only head) leaves, without linking it into its queue, the dispatch index and the events
+    /// only to take it out again. The queue is empty: nothing waits anywhere.
+    fn dispatch_at_once(&mut self, now: Instant, qi: usize, arrival: Arrival) -> RequestId {
+        let mut entry = self.new_entry(now, arrival, Phase::Executing { start: now });
+        entry.queue = Some(qi as u32);
+        let cl = self.concurrency_limit;
+        // Final seats beyond the limit are cut to the limit, keeping the work the same.
+        if entry.estimate.final_seats > cl {
+            entry.estimate.final_seats = cl;
+            entry.estimate.additional_latency = entry.final_work.duration_per_seat(f64::from(cl));
+        }
+        let seats = u64::from(entry.max_seats());
+        let q = &mut self.queues[qi];
+        debug_assert_eq!(q.len, 0, "nothing waits");
+        if !q.is_active() {
+            // The queue's start R is set to the virtual time.
+            q.next_dispatch_r = self.current_r;
+            self.active_queues += 1;
+        }
+        // `boundNextDispatchLocked` with the request at the head: it arrived at R.
+        if q.next_dispatch_r < self.current_r {
+            q.next_dispatch_r = self.current_r;
+        }
+        self.last_dispatch = Some((self.current_r, q.next_dispatch_r));
+        q.executing += 1;
+        q.seats_in_use += seats;
+        q.next_dispatch_r += entry.total_work;
+        self.robin_index = qi as isize;
+        self.executing += 1;
+        self.seats_in_use += seats;
+        self.queued_seats_in_use += seats;
+        self.counters.dispatched += 1;
+        self.store.insert(entry)
+    }
+
     /// Mirrors `shuffleShardLocked`: among the hand, the queue with the least waiting work,
     /// examined from `enqueues % handSize` on (first examined wins ties).
     fn shuffle_shard(&mut self, hash: u64) -> usize {
@@ -478,6 +536,17 @@ impl<W> QueueSet<W> {
             }
         }
         best
+    }
+
+    /// [`shuffle_shard`](Self::shuffle_shard) when nothing waits: every queue's waiting work is
+    /// zero, so the first card examined wins, and only that card is dealt.
+    fn shuffle_shard_idle(&mut self, hash: u64) -> usize {
+        let dealer = self
+            .dealer
+            .expect("invariant: a Queue configuration has a dealer");
+        let offset = (self.enqueues % dealer.hand_size() as u64) as usize;
+        self.enqueues += 1;
+        dealer.card(hash, offset)
     }
 
     /// Unlinks a waiting request and forgets it, delivering a time-out event if its wait limit
@@ -556,5 +625,10 @@ impl<W> QueueSet<W> {
     /// Moves R, for epoch tests.
     pub(crate) fn set_current_r_for_test(&mut self, r: SeatSeconds) {
         self.current_r = r;
+    }
+
+    /// Every arrival takes the queued path (the oracle of the direct dispatch).
+    pub(crate) fn always_enqueue_for_test(&mut self) {
+        self.always_enqueue = true;
     }
 }

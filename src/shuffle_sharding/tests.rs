@@ -72,4 +72,12 @@ proptest! {
             prop_assert!(seen.insert(c));
         }
     }
+
+    #[test]
+    fn each_card_alone_is_the_card_of_the_hand((deck, hand) in deck_and_hand(), hash: u64) {
+        let d = Dealer::new(deck, hand).expect("valid");
+        for (i, &c) in d.deal(hash).as_slice().iter().enumerate() {
+            prop_assert_eq!(d.card(hash, i), c, "card {}", i);
+        }
+    }
 }

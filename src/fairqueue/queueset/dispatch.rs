@@ -265,12 +265,12 @@ impl<W> QueueSet<W> {
 
     /// `releaseSeatsLocked`: the request is gone.
     pub(super) fn release_seats(&mut self, id: RequestId) {
-        let Some(entry) = self.store.remove(id) else {
+        let Some((seats, queue)) = self.store.discard(id, |e| (e.max_seats(), e.queue)) else {
             return;
         };
-        let seats = u64::from(entry.max_seats());
+        let seats = u64::from(seats);
         self.seats_in_use -= seats;
-        if let Some(qi) = entry.queue.map(|q| q as usize) {
+        if let Some(qi) = queue.map(|q| q as usize) {
             self.queues[qi].seats_in_use -= seats;
             self.queued_seats_in_use -= seats;
             self.remove_queue_if_surplus(qi);

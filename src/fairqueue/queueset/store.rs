@@ -153,6 +153,20 @@ impl<W> Store<W> {
         Some(entry)
     }
 
+    /// [`remove`](Self::remove) for a caller that needs only what `read` takes from the entry:
+    /// the entry is dropped where it lies instead of being moved out.
+    pub fn discard<R>(&mut self, id: RequestId, read: impl FnOnce(&Entry<W>) -> R) -> Option<R> {
+        let slot = self.slots.get_mut(id.index as usize)?;
+        if slot.generation != id.generation {
+            return None;
+        }
+        let taken = read(slot.entry.as_ref()?);
+        slot.entry = None;
+        slot.generation = slot.generation.wrapping_add(1);
+        self.free.push(id.index);
+        Some(taken)
+    }
+
     pub fn get(&self, id: RequestId) -> Option<&Entry<W>> {
         let slot = self.slots.get(id.index as usize)?;
         (slot.generation == id.generation)

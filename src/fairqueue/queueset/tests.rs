@@ -8,6 +8,7 @@ use crate::fairqueue::WorkEstimate;
 
 mod fairness;
 mod prop;
+mod twin;
 
 pub(super) fn est(initial: u32, final_seats: u32, latency_ms: u64) -> WorkEstimate {
     WorkEstimate {

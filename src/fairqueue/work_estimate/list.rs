@@ -72,8 +72,8 @@ impl WorkEstimator {
 /// Whether the list must be served by storage rather than the watch cache
 /// (`ShouldDelegateListMeta` with a cache without snapshots).
 fn list_from_storage(opts: &ListOptions, config: &WorkEstimatorConfig) -> bool {
-    let rv = opts.resource_version.as_str();
-    match opts.resource_version_match.as_str() {
+    let rv: &str = &opts.resource_version;
+    match &*opts.resource_version_match {
         "Exact" => true,
         "NotOlderThan" => false,
         "" if !opts.continue_token.is_empty() => true,

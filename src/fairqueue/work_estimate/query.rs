@@ -6,21 +6,22 @@
 use std::borrow::Cow;
 
 /// `metav1.ListOptions` as far as work estimation needs it. Each field holds the first value of its
-/// parameter, like the apiserver's conversion.
+/// parameter, like the apiserver's conversion, borrowed from the query unless it had to be
+/// unescaped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ListOptions {
+pub struct ListOptions<'a> {
     /// `labelSelector`.
-    pub label_selector: String,
+    pub label_selector: Cow<'a, str>,
     /// `fieldSelector`.
-    pub field_selector: String,
+    pub field_selector: Cow<'a, str>,
     /// `resourceVersion`.
-    pub resource_version: String,
+    pub resource_version: Cow<'a, str>,
     /// `resourceVersionMatch`.
-    pub resource_version_match: String,
+    pub resource_version_match: Cow<'a, str>,
     /// `limit` (0 when absent).
     pub limit: i64,
     /// `continue`.
-    pub continue_token: String,
+    pub continue_token: Cow<'a, str>,
     /// `sendInitialEvents`: absent → `None`; `"0"` or any case of `"false"` → false; anything
     /// else, even empty → true.
     pub send_initial_events: Option<bool>,
@@ -37,30 +38,88 @@ pub struct ListOptionsError {
     pub value: String,
 }
 
-impl ListOptions {
+/// The parameters [`ListOptions::from_query`] reads, in the order of its slots.
+const PARAMS: [&str; 8] = [
+    "labelSelector",
+    "fieldSelector",
+    "resourceVersion",
+    "resourceVersionMatch",
+    "limit",
+    "continue",
+    "sendInitialEvents",
+    "timeoutSeconds",
+];
+
+impl<'a> ListOptions<'a> {
     /// Converts a raw query string (without the `?`); `None` gives the defaults.
-    pub fn from_query(query: Option<&str>) -> Result<ListOptions, ListOptionsError> {
-        let params = parse_query_borrowed(query.unwrap_or(""));
-        let first = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| &**v);
-        let string = |name: &str| first(name).unwrap_or("").to_string();
-        let int = |name: &'static str| match first(name) {
+    ///
+    /// One pass over the query, keeping the first value of each parameter it reads, as the
+    /// pairs of [`parse_query`] would give them: nothing is allocated unless a value is escaped.
+    pub fn from_query(query: Option<&'a str>) -> Result<ListOptions<'a>, ListOptionsError> {
+        let mut first: [Option<Cow<'a, str>>; PARAMS.len()] = Default::default();
+        let mut rest = query.unwrap_or("");
+        loop {
+            match rest.bytes().position(|b| b == b'&') {
+                Some(amp) => {
+                    keep_first(&rest[..amp], &mut first);
+                    rest = &rest[amp + 1..];
+                }
+                None => {
+                    keep_first(rest, &mut first);
+                    break;
+                }
+            }
+        }
+        let [label_selector, field_selector, resource_version, resource_version_match, limit, continue_token, send_initial_events, timeout_seconds] =
+            first;
+        let int = |name: &'static str, value: Option<Cow<'a, str>>| match value {
             None => Ok(0),
             Some(v) => v.parse::<i64>().map_err(|_| ListOptionsError {
                 param: name,
-                value: v.to_string(),
+                value: v.into_owned(),
             }),
         };
-        int("timeoutSeconds")?;
+        int("timeoutSeconds", timeout_seconds)?;
         Ok(ListOptions {
-            label_selector: string("labelSelector"),
-            field_selector: string("fieldSelector"),
-            resource_version: string("resourceVersion"),
-            resource_version_match: string("resourceVersionMatch"),
-            limit: int("limit")?,
-            continue_token: string("continue"),
-            send_initial_events: first("sendInitialEvents")
+            label_selector: label_selector.unwrap_or_default(),
+            field_selector: field_selector.unwrap_or_default(),
+            resource_version: resource_version.unwrap_or_default(),
+            resource_version_match: resource_version_match.unwrap_or_default(),
+            limit: int("limit", limit)?,
+            continue_token: continue_token.unwrap_or_default(),
+            send_initial_events: send_initial_events
                 .map(|v| !(v == "0" || v.eq_ignore_ascii_case("false"))),
         })
+    }
+}
+
+/// Puts the value of `piece` (`key=value`, one piece of a query) in `first` if its key is one of
+/// [`PARAMS`] not seen yet. Like [`parse_query`], a piece that is empty or holds a `;`, or whose
+/// key or value does not unescape, is skipped.
+fn keep_first<'a>(piece: &'a str, first: &mut [Option<Cow<'a, str>>; PARAMS.len()]) {
+    let mut eq = None;
+    for (i, b) in piece.bytes().enumerate() {
+        match b {
+            b';' => return,
+            b'=' if eq.is_none() => eq = Some(i),
+            _ => {}
+        }
+    }
+    if piece.is_empty() {
+        return;
+    }
+    let (key, value) = match eq {
+        Some(i) => (&piece[..i], &piece[i + 1..]),
+        None => (piece, ""),
+    };
+    let Some(key) = query_unescape(key) else {
+        return;
+    };
+    let Some(slot) = PARAMS.iter().position(|p| *p == key) else {
+        return;
+    };
+    if first[slot].is_none() {
+        first[slot] = query_unescape(value);
     }
 }
 
@@ -88,7 +147,7 @@ fn parse_query_borrowed(query: &str) -> Vec<(Cow<'_, str>, Cow<'_, str>)> {
 /// Go's `url.QueryUnescape`: `+` → space, `%XX` → byte; `None` on a malformed escape. Bytes that
 /// are not UTF-8 are replaced (Go keeps them; no selector or version we compare contains them).
 fn query_unescape(s: &str) -> Option<Cow<'_, str>> {
-    if !s.contains(['%', '+']) {
+    if !s.bytes().any(|b| b == b'%' || b == b'+') {
         return Some(Cow::Borrowed(s));
     }
     let bytes = s.as_bytes();
@@ -276,6 +335,62 @@ mod tests {
         for (query, want) in cases {
             let got = ListOptions::from_query(Some(query)).map_err(|e| e.param);
             assert_eq!(&got, want, "{query}");
+        }
+    }
+
+    /// The conversion as the apiserver states it: every pair decoded, then the first value of
+    /// each parameter looked up.
+    fn from_pairs(query: &str) -> Result<ListOptions<'static>, ListOptionsError> {
+        let params = parse_query(query);
+        let first = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+        let string = |name: &str| Cow::Owned(first(name).unwrap_or("").to_string());
+        let int = |name: &'static str| match first(name) {
+            None => Ok(0),
+            Some(v) => v.parse::<i64>().map_err(|_| ListOptionsError {
+                param: name,
+                value: v.to_string(),
+            }),
+        };
+        int("timeoutSeconds")?;
+        Ok(ListOptions {
+            label_selector: string("labelSelector"),
+            field_selector: string("fieldSelector"),
+            resource_version: string("resourceVersion"),
+            resource_version_match: string("resourceVersionMatch"),
+            limit: int("limit")?,
+            continue_token: string("continue"),
+            send_initial_events: first("sendInitialEvents")
+                .map(|v| !(v == "0" || v.eq_ignore_ascii_case("false"))),
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn one_pass_conversion_agrees_with_the_pairs(
+            pieces in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        "limit", "l%69mit", "limit;", "resourceVersion", "resourceVersionMatch",
+                        "continue", "labelSelector", "fieldSelector", "sendInitialEvents",
+                        "timeoutSeconds", "watch", "", "%zz", "a+b",
+                    ]),
+                    proptest::option::of(proptest::sample::select(vec![
+                        "", "0", "500", "-3", "x", "1s", "%41+b", "%4", "a%3Db", "FALSE", "1;2",
+                        "99999999999999999999",
+                    ])),
+                ),
+                0..8,
+            )
+        ) {
+            let query = pieces
+                .iter()
+                .map(|(k, v)| match v {
+                    Some(v) => format!("{k}={v}"),
+                    None => k.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("&");
+            proptest::prop_assert_eq!(ListOptions::from_query(Some(&query)), from_pairs(&query));
         }
     }
 
