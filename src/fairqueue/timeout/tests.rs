@@ -18,6 +18,15 @@ fn shorter_query_timeout_wins() {
         (Some("limit=500&resourceVersion=0"), max),
         (Some("timeoutSeconds=5"), max),
         (Some("timeoutSeconds=5&timeout=3s"), Duration::from_secs(3)),
+        // Keys are unescaped as values are (`url.ParseQuery`).
+        (Some("%74imeout=5s"), Duration::from_secs(5)),
+        (Some("time%6Fut=4s&timeout=9s"), Duration::from_secs(4)),
+        // Pieces Go skips: one holding a `;`, one whose value does not unescape; the next
+        // `timeout` is the first.
+        (Some("timeout=5s;x=1"), max),
+        (Some("timeout=5s;&timeout=7s"), Duration::from_secs(7)),
+        (Some("timeout=%zz&timeout=6s"), Duration::from_secs(6)),
+        (Some("timeout=%&timeout=6s"), Duration::from_secs(6)),
     ];
     for (query, want) in cases {
         assert_eq!(

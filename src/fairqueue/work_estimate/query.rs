@@ -97,22 +97,7 @@ impl<'a> ListOptions<'a> {
 /// [`PARAMS`] not seen yet. Like [`parse_query`], a piece that is empty or holds a `;`, or whose
 /// key or value does not unescape, is skipped.
 fn keep_first<'a>(piece: &'a str, first: &mut [Option<Cow<'a, str>>; PARAMS.len()]) {
-    let mut eq = None;
-    for (i, b) in piece.bytes().enumerate() {
-        match b {
-            b';' => return,
-            b'=' if eq.is_none() => eq = Some(i),
-            _ => {}
-        }
-    }
-    if piece.is_empty() {
-        return;
-    }
-    let (key, value) = match eq {
-        Some(i) => (&piece[..i], &piece[i + 1..]),
-        None => (piece, ""),
-    };
-    let Some(key) = query_unescape(key) else {
+    let Some((key, value)) = split_piece(piece) else {
         return;
     };
     let Some(slot) = PARAMS.iter().position(|p| *p == key) else {
@@ -121,6 +106,40 @@ fn keep_first<'a>(piece: &'a str, first: &mut [Option<Cow<'a, str>>; PARAMS.len(
     if first[slot].is_none() {
         first[slot] = query_unescape(value);
     }
+}
+
+/// One piece of a query (`key=value`) as Go's `url.ParseQuery` reads it: the key unescaped, the
+/// value still escaped; `None` for a piece it skips (empty, holding a `;`, or a key that does not
+/// unescape; a value that does not unescape skips the piece too, which the caller sees when it
+/// unescapes it).
+fn split_piece(piece: &str) -> Option<(Cow<'_, str>, &str)> {
+    let mut eq = None;
+    for (i, b) in piece.bytes().enumerate() {
+        match b {
+            b';' => return None,
+            b'=' if eq.is_none() => eq = Some(i),
+            _ => {}
+        }
+    }
+    if piece.is_empty() {
+        return None;
+    }
+    let (key, value) = match eq {
+        Some(i) => (&piece[..i], &piece[i + 1..]),
+        None => (piece, ""),
+    };
+    Some((query_unescape(key)?, value))
+}
+
+/// The first value of `name` in a raw query string (without the `?`), as Go's
+/// `r.URL.Query().Get(name)` finds it: keys and values unescaped, the pieces `url.ParseQuery`
+/// skips skipped; `None` when no piece has that key.
+pub fn first_value<'a>(query: &'a str, name: &str) -> Option<Cow<'a, str>> {
+    query
+        .split('&')
+        .filter_map(split_piece)
+        .filter(|(key, _)| *key == name)
+        .find_map(|(_, value)| query_unescape(value))
 }
 
 /// Decodes `k=v&k2=v2` into pairs in order, as Go's `url.ParseQuery`: pieces containing `;` or a
@@ -342,7 +361,12 @@ mod tests {
     /// each parameter looked up.
     fn from_pairs(query: &str) -> Result<ListOptions<'static>, ListOptionsError> {
         let params = parse_query(query);
-        let first = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+        let first = |name: &str| {
+            params
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
         let string = |name: &str| Cow::Owned(first(name).unwrap_or("").to_string());
         let int = |name: &'static str| match first(name) {
             None => Ok(0),
