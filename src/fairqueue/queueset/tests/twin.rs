@@ -69,7 +69,10 @@ fn state(qs: &QueueSet) -> String {
                 &qs.notes,
             ),
             qs.dump(),
-            qs.store.iter().map(|(id, e)| (id, e.phase)).collect::<Vec<_>>(),
+            qs.store
+                .iter()
+                .map(|(id, e)| (id, e.phase))
+                .collect::<Vec<_>>(),
             qs.dispatch_readings(),
         )
     )
