@@ -10,8 +10,8 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use super::flow_request::Handling;
-use super::work_estimate::first_value;
 use crate::duration::parse_signed;
+use crate::request_info::first_query_value;
 
 /// The hard cap on a request's queue wait (`priority-and-fairness.go`: 1 min).
 pub const MAX_WAIT_LIMIT: Duration = Duration::from_secs(60);
@@ -83,7 +83,7 @@ fn timeout_param(query: &str) -> Option<Cow<'_, str>> {
     if !bytes.contains(&b'%') && !bytes.windows(7).any(|w| w == b"timeout") {
         return None;
     }
-    first_value(query, "timeout").filter(|v| !v.is_empty())
+    first_query_value(query, "timeout").filter(|v| !v.is_empty())
 }
 
 #[cfg(test)]

@@ -27,9 +27,7 @@ pub use object_count::{
     list_counts_all_objects, resource_key, ObjectCountError, ObjectCountTracker, ObjectStats,
     MAX_TRACKED_RESOURCES, PRUNE_INTERVAL, STALE_TOLERATION,
 };
-pub use query::{
-    field_requires_exact_match, first_value, parse_query, ListOptions, ListOptionsError,
-};
+pub use query::{field_requires_exact_match, parse_query, ListOptions, ListOptionsError};
 pub use watch_tracker::{WatchGuard, WatchTracker};
 
 use super::WorkEstimate;

@@ -64,3 +64,16 @@ fn long_running_requests_keep_the_full_timeout_and_every_wait_is_a_quarter() {
     );
     assert_eq!(wait_limit(Duration::from_secs(600)), MAX_WAIT_LIMIT);
 }
+
+#[test]
+fn a_query_over_go_s_parameter_limit_gives_no_timeout() {
+    // `url.ParseQuery` refuses more than 10,000 parameters, and `URL.Query()` is then empty.
+    let max = Duration::from_secs(60);
+    let within = format!("timeout=5s{}", "&a=b".repeat(9_999));
+    assert_eq!(
+        effective_timeout(Some(&within), max),
+        Ok(Duration::from_secs(5))
+    );
+    let over = format!("timeout=5s{}", "&a=b".repeat(10_000));
+    assert_eq!(effective_timeout(Some(&over), max), Ok(max));
+}
