@@ -19,6 +19,8 @@ mod label_selector;
 mod list_options;
 mod url;
 
+pub(crate) use self::url::{first_query_value, query_pairs, query_value};
+
 #[cfg(test)]
 mod tests;
 

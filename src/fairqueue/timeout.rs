@@ -6,10 +6,12 @@
 //! unparseable `timeout` is the apiserver's 400. And `priority-and-fairness.go`
 //! (`getRequestWaitContext`): the queue wait is a quarter of the timeout, at most a minute.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use super::flow_request::Handling;
 use crate::duration::parse_signed;
+use crate::request_info::first_query_value;
 
 /// The hard cap on a request's queue wait (`priority-and-fairness.go`: 1 min).
 pub const MAX_WAIT_LIMIT: Duration = Duration::from_secs(60);
@@ -70,45 +72,18 @@ pub fn effective_timeout(
     }
 }
 
-/// The first `timeout` query parameter, percent-decoded; `None` when absent or empty (Go's
-/// `Query().Get` gives "" for both).
-fn timeout_param(query: &str) -> Option<String> {
-    // Keys are compared undecoded: a query without the word has no such key. Most have none
-    // (a list's `limit=500&resourceVersion=0`), and a scan of its bytes is cheaper than
-    // splitting it into pairs.
-    if !query.as_bytes().windows(7).any(|w| w == b"timeout") {
+/// The first `timeout` query parameter, unescaped as the apiserver reads it
+/// (`req.URL.Query().Get("timeout")`: keys are unescaped too, and the pieces Go's
+/// `url.ParseQuery` skips are skipped); `None` when absent or empty (Go's `Get` gives "" for
+/// both).
+fn timeout_param(query: &str) -> Option<Cow<'_, str>> {
+    // Most queries name no timeout (a list's `limit=500&resourceVersion=0`): without the word
+    // and without an escape that could spell it, no key is `timeout`.
+    let bytes = query.as_bytes();
+    if !bytes.contains(&b'%') && !bytes.windows(7).any(|w| w == b"timeout") {
         return None;
     }
-    query
-        .split('&')
-        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
-        .find(|(k, _)| *k == "timeout")
-        .map(|(_, v)| percent_decode_query(v))
-        .filter(|v| !v.is_empty())
-}
-
-fn percent_decode_query(value: &str) -> String {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() && hex_pair(bytes[i + 1], bytes[i + 2]).is_some() => {
-                out.extend(hex_pair(bytes[i + 1], bytes[i + 2]));
-                i += 2;
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex_pair(hi: u8, lo: u8) -> Option<u8> {
-    let h = (hi as char).to_digit(16)?;
-    let l = (lo as char).to_digit(16)?;
-    u8::try_from(h * 16 + l).ok()
+    first_query_value(query, "timeout").filter(|v| !v.is_empty())
 }
 
 #[cfg(test)]

@@ -95,24 +95,10 @@ pub(super) struct ListQuery {
 }
 
 /// Mirrors `URL.Query()` (Go ≥ 1.17), keeping only the first value of the parameters in
-/// [`ListQuery`].
-///
-/// Pairs are split on `&` only; a pair containing `;` is dropped, as is a pair whose key or value
-/// holds an invalid escape, so a later well-formed pair with the same key becomes the "first"
-/// value. `+` decodes to a space. Over [`MAX_QUERY_PARAMS`] parameters, nothing is kept.
+/// [`ListQuery`] (see [`query_pairs`]).
 pub(super) fn parse_query(raw_query: &str) -> ListQuery {
     let mut query = ListQuery::default();
-    if raw_query.bytes().filter(|&b| b == b'&').count() + 1 > MAX_QUERY_PARAMS {
-        return query;
-    }
-    for pair in raw_query.split('&') {
-        if pair.is_empty() || pair.contains(';') {
-            continue;
-        }
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let Ok(key) = unescape(key.as_bytes(), Mode::QueryComponent) else {
-            continue;
-        };
+    for (key, value) in query_pairs(raw_query) {
         let slot = match &*key {
             b"watch" => &mut query.watch,
             b"labelSelector" => &mut query.label_selector,
@@ -124,11 +110,54 @@ pub(super) fn parse_query(raw_query: &str) -> ListQuery {
         if slot.is_some() {
             continue;
         }
-        if let Ok(value) = unescape(value.as_bytes(), Mode::QueryComponent) {
-            *slot = Some(into_string(value));
+        if let Some(value) = query_value(value) {
+            *slot = Some(value.into_owned());
         }
     }
     query
+}
+
+/// The pieces of a raw query string (without the `?`) whose keys Go's `url.ParseQuery` (Go ≥
+/// 1.17, as `URL.Query()` uses it) keeps, in order: each key unescaped, its value still escaped
+/// (unescape it with [`query_value`]; a value that does not unescape drops its piece, so a later
+/// piece with the same key becomes the "first").
+///
+/// Pieces are split on `&` only; an empty piece, one containing `;` and one whose key holds an
+/// invalid escape are dropped. `+` decodes to a space. Over [`MAX_QUERY_PARAMS`] parameters,
+/// there are none at all.
+pub(crate) fn query_pairs(raw_query: &str) -> impl Iterator<Item = (Cow<'_, [u8]>, &str)> {
+    let too_many = raw_query.bytes().filter(|&b| b == b'&').count() + 1 > MAX_QUERY_PARAMS;
+    raw_query
+        .split('&')
+        .filter(move |piece| !too_many && !piece.is_empty() && !piece.contains(';'))
+        .filter_map(|piece| {
+            let (key, value) = piece.split_once('=').unwrap_or((piece, ""));
+            Some((unescape(key.as_bytes(), Mode::QueryComponent).ok()?, value))
+        })
+}
+
+/// A query value from [`query_pairs`], unescaped (`+` is a space); `None` when it holds an
+/// invalid escape. Bytes that are not UTF-8 are replaced (Go keeps them; nothing read from a
+/// query here is compared with such bytes).
+pub(crate) fn query_value(value: &str) -> Option<Cow<'_, str>> {
+    Some(
+        match unescape(value.as_bytes(), Mode::QueryComponent).ok()? {
+            // Borrowed bytes are a slice of the `&str`, valid as they are.
+            Cow::Borrowed(_) => Cow::Borrowed(value),
+            Cow::Owned(bytes) => Cow::Owned(
+                String::from_utf8(bytes)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            ),
+        },
+    )
+}
+
+/// The first value of `name` in a raw query string, as `r.URL.Query().Get(name)` finds it
+/// ([`query_pairs`]); `None` when no piece has that key.
+pub(crate) fn first_query_value<'a>(raw_query: &'a str, name: &str) -> Option<Cow<'a, str>> {
+    query_pairs(raw_query)
+        .filter(|(key, _)| **key == *name.as_bytes())
+        .find_map(|(_, value)| query_value(value))
 }
 
 /// Which of Go's `unescape` modes applies.

@@ -11,8 +11,6 @@
 //! its path — not the object's name, which no FlowSchema rule can name. The GETs of many pods of
 //! one namespace share one class, so `simulate` classifies them once per user and groups.
 
-use compact_str::CompactString;
-
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,34 +28,44 @@ pub(super) struct Attributes {
     last_class: u64,
 }
 
-/// What classification reads of a request's attributes.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct ClassKey {
-    is_resource_request: bool,
-    verb: CompactString,
-    api_group: CompactString,
-    resource: CompactString,
-    subresource: CompactString,
-    namespace: CompactString,
-    /// Only for non-resource requests (empty otherwise).
-    path: String,
-}
+/// What classification reads of a request's attributes: hashed and compared on those fields
+/// only, so the attributes are shared rather than copied.
+#[derive(Debug)]
+struct ClassKey(Arc<RequestInfo>);
 
 impl ClassKey {
-    fn of(info: &RequestInfo) -> Self {
-        ClassKey {
-            is_resource_request: info.is_resource_request,
-            verb: info.verb.clone(),
-            api_group: info.api_group.clone(),
-            resource: info.resource.clone(),
-            subresource: info.subresource.clone(),
-            namespace: info.namespace.clone(),
-            path: if info.is_resource_request {
-                String::new()
-            } else {
-                info.path.clone()
-            },
-        }
+    /// The fields classification reads (a non-resource request's path; for a resource request,
+    /// the object's name and path are left out).
+    fn fields(&self) -> (bool, &str, &str, &str, &str, &str, &str) {
+        let info = &*self.0;
+        let path = if info.is_resource_request {
+            ""
+        } else {
+            info.path.as_str()
+        };
+        (
+            info.is_resource_request,
+            &info.verb,
+            &info.api_group,
+            &info.resource,
+            &info.subresource,
+            &info.namespace,
+            path,
+        )
+    }
+}
+
+impl PartialEq for ClassKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.fields() == other.fields()
+    }
+}
+
+impl Eq for ClassKey {}
+
+impl std::hash::Hash for ClassKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.fields().hash(state);
     }
 }
 
@@ -100,7 +108,7 @@ impl Attributes {
             self.classes.clear();
             self.kept = 0;
         }
-        let class = match self.classes.entry(ClassKey::of(&info)) {
+        let class = match self.classes.entry(ClassKey(Arc::clone(&info))) {
             Entry::Occupied(class) => *class.get(),
             Entry::Vacant(new) => {
                 self.last_class += 1;

@@ -141,19 +141,11 @@ async fn drive(
                 if let Some(d) = request.duration {
                     last_end = last_end.max(now + d);
                 }
-                let info = attributes.of(&request.method, &request.uri);
-                let request = Arc::new(request);
+                let derived = attributes.of(&request.method, &request.uri);
                 let arrived = if late { now } else { time.min(now) };
                 for sim in &sims {
-                    let started = sim.start(
-                        Arc::clone(&request),
-                        info.clone(),
-                        arrived,
-                        now,
-                        late,
-                        options,
-                        &alive,
-                    );
+                    let started =
+                        sim.start(&request, &derived, arrived, now, late, options, &alive);
                     if let Some((until, seat)) = started {
                         holding.push(until, seat);
                     }
@@ -256,8 +248,8 @@ impl Sim {
     #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
-        request: Arc<TraceRequest>,
-        derived: Result<Derived, RequestInfoError>,
+        request: &TraceRequest,
+        derived: &Result<Derived, RequestInfoError>,
         arrived: Instant,
         now: Instant,
         late: bool,
@@ -274,8 +266,8 @@ impl Sim {
                 return None;
             }
         };
-        let info = Arc::clone(&derived.info);
-        let handling = Handling::of(&info);
+        let info = &derived.info;
+        let handling = Handling::of(info);
         if handling == Handling::Bypass {
             self.recorder.lock().request(true, late);
             return None;
@@ -289,13 +281,13 @@ impl Sim {
             let classification =
                 self.classifications
                     .lock()
-                    .of(&snapshot, &request.identity, &derived);
+                    .of(&snapshot, &request.identity, derived);
             FlowRequest::prepare_classified(
                 classification,
                 &snapshot,
                 &self.estimator,
                 &request.identity,
-                &info,
+                info,
                 query,
                 deadlines.wait_limit,
                 false,
@@ -364,6 +356,14 @@ impl Sim {
         let open_watches = Arc::clone(&self.open_watches);
         let query = query.map(str::to_owned);
         let alive = alive.clone();
+        let info = Arc::clone(info);
+        let held = Held {
+            duration: request.duration,
+            first_byte: request.first_byte,
+            // Only a watch whose end comes later is looked up by its key.
+            key: (handling == Handling::Watch && request.duration.is_none())
+                .then(|| request.key.clone()),
+        };
         tokio::spawn(async move {
             let _alive = alive;
             let Some(seat) = outcome.record(admitting.outcome().await, &queues) else {
@@ -373,7 +373,7 @@ impl Sim {
                 Handling::Watch => {
                     hold_watch(
                         seat,
-                        &request,
+                        held,
                         &info,
                         query.as_deref(),
                         &estimator,
@@ -382,7 +382,7 @@ impl Sim {
                     .await
                 }
                 _ => {
-                    tokio::time::sleep(request.duration.unwrap_or_default()).await;
+                    tokio::time::sleep(held.duration.unwrap_or_default()).await;
                     drop(seat);
                 }
             }
@@ -655,9 +655,17 @@ fn release(seat: Option<Seat>, now: Instant) {
 
 /// A watch holds its seats until it is initialised (its first byte), then stays registered with
 /// the watch tracker — which makes writes to what it watches cost more — until it ends.
+/// What a request's task keeps of its trace record.
+struct Held {
+    duration: Option<Duration>,
+    first_byte: Option<Duration>,
+    /// The key its end will come by (a watch whose end is a later event).
+    key: Option<String>,
+}
+
 async fn hold_watch(
     mut seat: Seat,
-    request: &TraceRequest,
+    request: Held,
     info: &RequestInfo,
     query: Option<&str>,
     estimator: &WorkEstimator,
@@ -675,7 +683,9 @@ async fn hold_watch(
             drop(guard);
         }
         None => {
-            open_watches.lock().insert(request.key.clone(), guard);
+            if let Some(key) = request.key {
+                open_watches.lock().insert(key, guard);
+            }
         }
     }
 }

@@ -18,6 +18,15 @@ fn shorter_query_timeout_wins() {
         (Some("limit=500&resourceVersion=0"), max),
         (Some("timeoutSeconds=5"), max),
         (Some("timeoutSeconds=5&timeout=3s"), Duration::from_secs(3)),
+        // Keys are unescaped as values are (`url.ParseQuery`).
+        (Some("%74imeout=5s"), Duration::from_secs(5)),
+        (Some("time%6Fut=4s&timeout=9s"), Duration::from_secs(4)),
+        // Pieces Go skips: one holding a `;`, one whose value does not unescape; the next
+        // `timeout` is the first.
+        (Some("timeout=5s;x=1"), max),
+        (Some("timeout=5s;&timeout=7s"), Duration::from_secs(7)),
+        (Some("timeout=%zz&timeout=6s"), Duration::from_secs(6)),
+        (Some("timeout=%&timeout=6s"), Duration::from_secs(6)),
     ];
     for (query, want) in cases {
         assert_eq!(
@@ -54,4 +63,17 @@ fn long_running_requests_keep_the_full_timeout_and_every_wait_is_a_quarter() {
         (Duration::from_secs(8), Duration::from_secs(2))
     );
     assert_eq!(wait_limit(Duration::from_secs(600)), MAX_WAIT_LIMIT);
+}
+
+#[test]
+fn a_query_over_go_s_parameter_limit_gives_no_timeout() {
+    // `url.ParseQuery` refuses more than 10,000 parameters, and `URL.Query()` is then empty.
+    let max = Duration::from_secs(60);
+    let within = format!("timeout=5s{}", "&a=b".repeat(9_999));
+    assert_eq!(
+        effective_timeout(Some(&within), max),
+        Ok(Duration::from_secs(5))
+    );
+    let over = format!("timeout=5s{}", "&a=b".repeat(10_000));
+    assert_eq!(effective_timeout(Some(&over), max), Ok(max));
 }

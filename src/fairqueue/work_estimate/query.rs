@@ -5,6 +5,8 @@
 
 use std::borrow::Cow;
 
+use crate::request_info::{query_pairs, query_value};
+
 /// `metav1.ListOptions` as far as work estimation needs it. Each field holds the first value of its
 /// parameter, like the apiserver's conversion, borrowed from the query unless it had to be
 /// unescaped.
@@ -53,22 +55,13 @@ const PARAMS: [&str; 8] = [
 impl<'a> ListOptions<'a> {
     /// Converts a raw query string (without the `?`); `None` gives the defaults.
     ///
-    /// One pass over the query, keeping the first value of each parameter it reads, as the
-    /// pairs of [`parse_query`] would give them: nothing is allocated unless a value is escaped.
+    /// Keeps the first value of each parameter it reads, as the pairs of [`parse_query`] would
+    /// give them (the apiserver's reading, [`query_pairs`]): nothing is allocated unless a value
+    /// is escaped.
     pub fn from_query(query: Option<&'a str>) -> Result<ListOptions<'a>, ListOptionsError> {
         let mut first: [Option<Cow<'a, str>>; PARAMS.len()] = Default::default();
-        let mut rest = query.unwrap_or("");
-        loop {
-            match rest.bytes().position(|b| b == b'&') {
-                Some(amp) => {
-                    keep_first(&rest[..amp], &mut first);
-                    rest = &rest[amp + 1..];
-                }
-                None => {
-                    keep_first(rest, &mut first);
-                    break;
-                }
-            }
+        for (key, value) in query_pairs(query.unwrap_or("")) {
+            keep_first(&key, value, &mut first);
         }
         let [label_selector, field_selector, resource_version, resource_version_match, limit, continue_token, send_initial_events, timeout_seconds] =
             first;
@@ -93,91 +86,26 @@ impl<'a> ListOptions<'a> {
     }
 }
 
-/// Puts the value of `piece` (`key=value`, one piece of a query) in `first` if its key is one of
-/// [`PARAMS`] not seen yet. Like [`parse_query`], a piece that is empty or holds a `;`, or whose
-/// key or value does not unescape, is skipped.
-fn keep_first<'a>(piece: &'a str, first: &mut [Option<Cow<'a, str>>; PARAMS.len()]) {
-    let mut eq = None;
-    for (i, b) in piece.bytes().enumerate() {
-        match b {
-            b';' => return,
-            b'=' if eq.is_none() => eq = Some(i),
-            _ => {}
-        }
-    }
-    if piece.is_empty() {
-        return;
-    }
-    let (key, value) = match eq {
-        Some(i) => (&piece[..i], &piece[i + 1..]),
-        None => (piece, ""),
-    };
-    let Some(key) = query_unescape(key) else {
-        return;
-    };
-    let Some(slot) = PARAMS.iter().position(|p| *p == key) else {
+/// Puts `value` in `first` if `key` is one of [`PARAMS`] not seen yet and the value unescapes.
+fn keep_first<'a>(key: &[u8], value: &'a str, first: &mut [Option<Cow<'a, str>>; PARAMS.len()]) {
+    let Some(slot) = PARAMS.iter().position(|p| p.as_bytes() == key) else {
         return;
     };
     if first[slot].is_none() {
-        first[slot] = query_unescape(value);
+        first[slot] = query_value(value);
     }
 }
 
-/// Decodes `k=v&k2=v2` into pairs in order, as Go's `url.ParseQuery`: pieces containing `;` or a
-/// bad percent escape are skipped, `+` is a space, a missing `=` gives an empty value.
+/// Decodes `k=v&k2=v2` into pairs in order, as Go's `url.ParseQuery` (see
+/// [`query_pairs`]): pieces containing `;` or a bad percent escape are skipped, `+` is a space,
+/// a missing `=` gives an empty value.
 pub fn parse_query(query: &str) -> Vec<(String, String)> {
-    parse_query_borrowed(query)
-        .into_iter()
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect()
-}
-
-/// [`parse_query`], each key and value borrowed from `query` unless it had to be unescaped.
-fn parse_query_borrowed(query: &str) -> Vec<(Cow<'_, str>, Cow<'_, str>)> {
-    query
-        .split('&')
-        .filter(|piece| !piece.is_empty() && !piece.contains(';'))
-        .filter_map(|piece| {
-            let (key, value) = piece.split_once('=').unwrap_or((piece, ""));
-            Some((query_unescape(key)?, query_unescape(value)?))
+    query_pairs(query)
+        .filter_map(|(key, value)| {
+            let key = String::from_utf8_lossy(&key).into_owned();
+            Some((key, query_value(value)?.into_owned()))
         })
         .collect()
-}
-
-/// Go's `url.QueryUnescape`: `+` → space, `%XX` → byte; `None` on a malformed escape. Bytes that
-/// are not UTF-8 are replaced (Go keeps them; no selector or version we compare contains them).
-fn query_unescape(s: &str) -> Option<Cow<'_, str>> {
-    if !s.bytes().any(|b| b == b'%' || b == b'+') {
-        return Some(Cow::Borrowed(s));
-    }
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let hi = hex(*bytes.get(i + 1)?)?;
-                let lo = hex(*bytes.get(i + 2)?)?;
-                out.push(hi << 4 | lo);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    Some(Cow::Owned(String::from_utf8(out).unwrap_or_else(|e| {
-        String::from_utf8_lossy(e.as_bytes()).into_owned()
-    })))
-}
-
-fn hex(b: u8) -> Option<u8> {
-    (b as char).to_digit(16).map(|d| d as u8)
 }
 
 /// The value a field selector requires `field` to equal exactly (`field=v` or `field==v`), or
