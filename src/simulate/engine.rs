@@ -241,7 +241,7 @@ impl Sim {
         Ok(sim)
     }
 
-    /// Replays one request, with its attributes (`info`), which arrived at `arrived` (the
+    /// Replays one request, with its attributes (`derived`), which arrived at `arrived` (the
     /// clock reads that rounded up to the millisecond: `now`). A request dispatched at once (the
     /// common case) returns its seats with the instant they are to be given back, for the driver
     /// to hold; one that waits in a queue, and every watch, goes on in a task of its own.
@@ -653,8 +653,6 @@ fn release(seat: Option<Seat>, now: Instant) {
     }
 }
 
-/// A watch holds its seats until it is initialised (its first byte), then stays registered with
-/// the watch tracker — which makes writes to what it watches cost more — until it ends.
 /// What a request's task keeps of its trace record.
 struct Held {
     duration: Option<Duration>,
@@ -663,6 +661,8 @@ struct Held {
     key: Option<String>,
 }
 
+/// A watch holds its seats until it is initialised (its first byte), then stays registered with
+/// the watch tracker — which makes writes to what it watches cost more — until it ends.
 async fn hold_watch(
     mut seat: Seat,
     request: Held,
