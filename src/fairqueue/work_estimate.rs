@@ -22,9 +22,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-pub use metrics_text::{parse_storage_metrics, StorageMetric, StorageSample};
+pub use metrics_text::{parse_storage_metrics, resource_key, StorageMetric, StorageSample};
 pub use object_count::{
-    list_counts_all_objects, resource_key, ObjectCountError, ObjectCountTracker, ObjectStats,
+    list_counts_all_objects, ObjectCountError, ObjectCountTracker, ObjectStats,
     MAX_TRACKED_RESOURCES, PRUNE_INTERVAL, STALE_TOLERATION,
 };
 pub use query::{field_requires_exact_match, parse_query, ListOptions, ListOptionsError};

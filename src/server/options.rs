@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, ValueEnum};
 
-use super::tls::{TlsCipherSuite, TlsMinVersion};
+use super::tls::ciphers::{TlsCipherSuite, TlsMinVersion};
 use crate::duration::parse_duration;
 
 /// Every flag of `kube-apf-proxy serve` (also accepted with no subcommand).

@@ -10,7 +10,7 @@
 //! token or as anonymous.
 
 mod certs;
-mod ciphers;
+pub(super) mod ciphers;
 mod client_auth;
 
 use parking_lot::RwLock;

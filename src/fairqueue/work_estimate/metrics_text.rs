@@ -6,7 +6,15 @@
 //! `SizeBasedListCostEstimate`, `apiserver_resource_size_estimate_bytes{group,resource}` (average
 //! size × count). A failed poll is published as −1.
 
-use super::object_count::resource_key;
+/// The tracker key of a group and resource: `GroupResource.String()`, i.e. `resource` for the core
+/// group and `resource.group` otherwise.
+pub fn resource_key(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
 
 /// What one sample measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::metrics_text::{parse_storage_metrics, StorageMetric};
+use super::metrics_text::{parse_storage_metrics, resource_key, StorageMetric};
 use super::query::ListOptions;
 use crate::request_info::RequestInfo;
 
@@ -59,16 +59,6 @@ struct Entry {
 #[derive(Debug, Clone, Default)]
 pub struct ObjectCountTracker {
     entries: Arc<RwLock<HashMap<String, Entry>>>,
-}
-
-/// The tracker key of a group and resource: `GroupResource.String()`, i.e. `resource` for the core
-/// group and `resource.group` otherwise.
-pub fn resource_key(group: &str, resource: &str) -> String {
-    if group.is_empty() {
-        resource.to_string()
-    } else {
-        format!("{resource}.{group}")
-    }
 }
 
 /// The stats under `key` in `entries`: not found, stale at `now`, or current (`Get`).
