@@ -56,8 +56,8 @@ impl<'a> ListOptions<'a> {
     /// Converts a raw query string (without the `?`); `None` gives the defaults.
     ///
     /// Keeps the first value of each parameter it reads, as the pairs of [`parse_query`] would
-    /// give them (the apiserver's reading, [`query_pairs`]): nothing is allocated unless a value
-    /// is escaped.
+    /// give them (the apiserver's reading, `request_info::query_pairs`): nothing is allocated
+    /// unless a value is escaped.
     pub fn from_query(query: Option<&'a str>) -> Result<ListOptions<'a>, ListOptionsError> {
         let mut first: [Option<Cow<'a, str>>; PARAMS.len()] = Default::default();
         for (key, value) in query_pairs(query.unwrap_or("")) {
@@ -97,8 +97,8 @@ fn keep_first<'a>(key: &[u8], value: &'a str, first: &mut [Option<Cow<'a, str>>;
 }
 
 /// Decodes `k=v&k2=v2` into pairs in order, as Go's `url.ParseQuery` (see
-/// [`query_pairs`]): pieces containing `;` or a bad percent escape are skipped, `+` is a space,
-/// a missing `=` gives an empty value.
+/// `request_info::query_pairs`): pieces containing `;` or a bad percent escape are skipped, `+` is
+/// a space, a missing `=` gives an empty value.
 pub fn parse_query(query: &str) -> Vec<(String, String)> {
     query_pairs(query)
         .filter_map(|(key, value)| {
