@@ -12,8 +12,8 @@
 # and a 300-request warm-up; then N and 3N requests are counted in two dumps, and the difference
 # divided by 2N is the cost of one request without connection set-up.
 # Per-function inclusive costs: callgrind_annotate --inclusive=yes on the two dumps, subtracted.
-# Compare binaries built in the same directory: with fat LTO the package's path changes the
-# inlining, and the same commit built elsewhere can count 7% more (BENCHMARKS.md, issue 30).
+# Measure a `cargo build --release` binary: `cargo bench` overwrites target/release/kube-apf-proxy
+# with its own build (no LTO, dev features), which counts 7% more (BENCHMARKS.md, issue 30).
 set -euo pipefail
 BIN=$1 PROTO=$2 N=$3 C=${4:-1} M=${5:-1}
 : "${BENCH:?set BENCH to the load harness copy}" "${OUT:=$(mktemp -d)}" "${PORT:=48443}"
