@@ -9,11 +9,31 @@
 /// The tracker key of a group and resource: `GroupResource.String()`, i.e. `resource` for the core
 /// group and `resource.group` otherwise.
 pub fn resource_key(group: &str, resource: &str) -> String {
+    with_resource_key(group, resource, str::to_owned)
+}
+
+/// Gives [`resource_key`]'s key to `use_key` without allocating it when it fits on the stack
+/// (the object-count look-up of every list does this).
+pub(super) fn with_resource_key<T>(
+    group: &str,
+    resource: &str,
+    use_key: impl FnOnce(&str) -> T,
+) -> T {
     if group.is_empty() {
-        resource.to_string()
-    } else {
-        format!("{resource}.{group}")
+        return use_key(resource);
     }
+    let mut buf = [0u8; 128];
+    let len = resource.len() + 1 + group.len();
+    if len <= buf.len() {
+        buf[..resource.len()].copy_from_slice(resource.as_bytes());
+        buf[resource.len()] = b'.';
+        buf[resource.len() + 1..len].copy_from_slice(group.as_bytes());
+        // Two strings joined by an ASCII dot are UTF-8.
+        if let Ok(key) = std::str::from_utf8(&buf[..len]) {
+            return use_key(key);
+        }
+    }
+    use_key(&format!("{resource}.{group}"))
 }
 
 /// What one sample measures.

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::metrics_text::{parse_storage_metrics, resource_key, StorageMetric};
+use super::metrics_text::{parse_storage_metrics, with_resource_key, StorageMetric};
 use super::query::ListOptions;
 use crate::request_info::RequestInfo;
 
@@ -126,8 +126,9 @@ impl ObjectCountTracker {
         stats_of(&self.read(), key, now)
     }
 
-    /// [`get`](Self::get) by group and resource: the key ([`resource_key`]) is put together on
-    /// the stack when it fits, not allocated for each request.
+    /// [`get`](Self::get) by group and resource: the key
+    /// ([`resource_key`](super::metrics_text::resource_key)) is put together on the stack when it
+    /// fits, not allocated for each request.
     pub fn get_resource(
         &self,
         group: &str,
@@ -139,21 +140,7 @@ impl ObjectCountTracker {
             // Nothing known (always, in `simulate` without object counts): no key to build.
             return Err(ObjectCountError::NotFound);
         }
-        if group.is_empty() {
-            return stats_of(&entries, resource, now);
-        }
-        let mut buf = [0u8; 128];
-        let len = resource.len() + 1 + group.len();
-        if len <= buf.len() {
-            buf[..resource.len()].copy_from_slice(resource.as_bytes());
-            buf[resource.len()] = b'.';
-            buf[resource.len() + 1..len].copy_from_slice(group.as_bytes());
-            // Two strings joined by an ASCII dot are UTF-8.
-            if let Ok(key) = std::str::from_utf8(&buf[..len]) {
-                return stats_of(&entries, key, now);
-            }
-        }
-        stats_of(&entries, &resource_key(group, resource), now)
+        with_resource_key(group, resource, |key| stats_of(&entries, key, now))
     }
 
     /// Records the count learnt from a forwarded list response: `items` objects in the response
