@@ -152,9 +152,20 @@ pub fn workload(text: &str) {
     let Ok(workload) = crate::simulate::workload::parse_workload(text) else {
         return;
     };
-    // Small runs only: a fuzzed workload of a million threads for a year would only measure patience.
+    // Small runs only: a fuzzed workload of a million threads for a year, or of a call every
+    // nanosecond, would only measure patience. A thread calls at most once per execution and
+    // think (less a negative think's overlap), and once more at the start.
     let threads: u64 = workload.clients.iter().map(|c| u64::from(c.threads)).sum();
-    if workload.duration > std::time::Duration::from_secs(60) || threads > 64 {
+    let calls: u128 = workload
+        .clients
+        .iter()
+        .map(|c| {
+            let cycle = (c.execution + c.think).saturating_sub(c.overlap).as_nanos();
+            let fit = workload.duration.as_nanos() / cycle.max(1) + 1;
+            u128::from(c.threads) * c.calls.map_or(fit, |n| fit.min(u128::from(n)))
+        })
+        .sum();
+    if workload.duration > std::time::Duration::from_secs(60) || threads > 64 || calls > 20_000 {
         return;
     }
     let config = crate::config::bootstrap();

@@ -267,13 +267,25 @@ impl<'a> Driver<'a> {
         }));
     }
 
-    /// Runs until every thread has stopped and every call has been answered.
+    /// Runs until every thread has stopped and every call has been answered: to the workload's
+    /// end, and past it only while calls made before it still wait in a queue. What is pending
+    /// then (replies giving seats back, calls that would go out after the end) can change no
+    /// result, and a reply or a think due in a century would have the virtual clock visit every
+    /// borrowing tick and every timeline sample until then.
     async fn run(&mut self) {
         let mut now = self.origin;
         loop {
             self.poll_woken(now);
             let next = self.events.peek().map(|Reverse(t)| t.at);
             match next {
+                Some(at) if at >= self.end && self.waiting.is_empty() => {
+                    // The timeline's last sample is the end's own.
+                    if Instant::now() < self.end {
+                        tokio::time::sleep_until(self.end).await;
+                        tokio::task::yield_now().await;
+                    }
+                    break;
+                }
                 // Within the millisecond the clock already reads: at once, at its exact instant.
                 Some(at) if at < Instant::now() + TICK => {
                     if let Some(Reverse(timed)) = self.events.pop() {

@@ -127,3 +127,62 @@ fn the_same_workload_gives_the_same_numbers() {
     let config = config(4);
     assert_eq!(run(yaml, &config, 3), run(yaml, &config, 3));
 }
+
+fn run_with_timeline(yaml: &str, config: &Config, seats: u32) -> SimReport {
+    let workload = parse_workload(yaml).expect("valid workload");
+    let options = SimOptions {
+        server_concurrency_limit: seats,
+        timeline_interval: Some(Duration::from_secs(1)),
+        ..SimOptions::default()
+    };
+    let mut reports = simulate_workload(&workload, &[config], &options).expect("runs");
+    reports.remove(0)
+}
+
+fn last_sample(report: &SimReport, level: &str) -> f64 {
+    let level = report
+        .priority_levels
+        .iter()
+        .find(|l| l.name == level)
+        .expect("level");
+    level.timeline.last().expect("sampled").t
+}
+
+#[test]
+fn the_run_stops_at_the_end_however_far_the_next_call_or_reply() {
+    // A think or an execution of 100,000 h: the replay used to follow the virtual clock to it,
+    // visiting every borrowing tick (and every timeline sample) on the way.
+    let report = run_with_timeline(
+        "duration: 10s\nclients:\n- {name: a, user: alice, execution: 1s, think: 100000h}\n\
+         - {name: b, user: bob, execution: 100000h}\n",
+        &config(2),
+        4,
+    );
+    let (a, b) = (&report.clients[0], &report.clients[1]);
+    assert_eq!((a.calls, a.dispatched), (1, 1), "{a:?}");
+    assert_eq!((b.calls, b.dispatched), (1, 1), "{b:?}");
+    // b held its seat for the whole workload (less its 20-ns stagger), and no longer.
+    assert!((b.average_seats - 1.0).abs() < 1e-6, "{b:?}");
+    assert_eq!(last_sample(&report, "work"), 10.0);
+}
+
+#[test]
+fn a_call_still_waiting_at_the_end_is_answered_after_it() {
+    // One seat, held for 100,000 h by the first call: the second waits in its queue past the
+    // end and is answered by its wait limit, not by the reply a century later.
+    let report = run_with_timeline(
+        "duration: 10s\nclients:\n- {name: a, user: alice, threads: 2, execution: 100000h}\n",
+        &config(2),
+        1,
+    );
+    let a = &report.clients[0];
+    assert_eq!((a.calls, a.dispatched, a.rejected), (2, 1, 1), "{a:?}");
+    let level = report
+        .priority_levels
+        .iter()
+        .find(|l| l.name == "work")
+        .expect("work");
+    assert_eq!(level.rejected.time_out, 1, "{level:?}");
+    let end = last_sample(&report, "work");
+    assert!(end > 10.0 && end <= 10.0 + 65.0, "{end}");
+}
