@@ -7,6 +7,7 @@
 
 mod families;
 mod flow;
+mod names;
 mod ratios;
 
 use std::time::Duration;

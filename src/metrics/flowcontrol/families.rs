@@ -3,13 +3,9 @@
 
 use prometheus::{Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 
+use super::names::{annotate, Stability, FS, NAMESPACE, PL, SUBSYSTEM};
 use super::ratios;
 use crate::metrics::register;
-
-pub(super) const NAMESPACE: &str = "apiserver";
-pub(super) const SUBSYSTEM: &str = "flowcontrol";
-pub(super) const PL: &str = "priority_level";
-pub(super) const FS: &str = "flow_schema";
 
 const QUEUE_LENGTH_BUCKETS: &[f64] = &[0.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0];
 const REQUEST_DURATION_SECONDS_BUCKETS: &[f64] = &[
@@ -51,25 +47,10 @@ pub(in crate::metrics) struct Families {
     pub(super) ratios: ratios::Families,
 }
 
-/// Component-base's stability levels, as they prefix the help text.
-#[derive(Clone, Copy)]
-pub(super) enum Stability {
-    Alpha,
-    Beta,
-}
-
 fn opts(name: &str, stability: Stability, help: &str) -> Opts {
     Opts::new(name, annotate(stability, help))
         .namespace(NAMESPACE)
         .subsystem(SUBSYSTEM)
-}
-
-/// `[ALPHA] help` / `[BETA] help`, as component-base's `annotateStabilityLevel` writes it.
-pub(super) fn annotate(stability: Stability, help: &str) -> String {
-    match stability {
-        Stability::Alpha => format!("[ALPHA] {help}"),
-        Stability::Beta => format!("[BETA] {help}"),
-    }
 }
 
 fn counter(

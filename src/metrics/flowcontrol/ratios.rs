@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use prometheus::Registry;
 use tokio::time::Instant;
 
-use super::families::{annotate, Stability, NAMESPACE, PL, SUBSYSTEM};
+use super::names::{annotate, Stability, NAMESPACE, PL, SUBSYSTEM};
 use crate::metrics::labels::{Phase, RequestKind};
 use crate::metrics::timing_ratio::{RatioedGauge, TimingRatioHistogramVec};
 use crate::metrics::{register, Metrics};
