@@ -37,6 +37,7 @@ mod secret;
 mod stats;
 mod token_cache;
 mod tokenfile;
+mod transport;
 mod union;
 mod webhook;
 mod websocket;
@@ -55,9 +56,11 @@ pub use bearer::is_credential_header;
 pub use config::{
     AuthConfig, AuthConfigError, RequestHeaderConfig, RetryBackoff, TokenReviewConfig,
 };
-pub use error::{AuthError, CertError, CredentialError, CredentialKind, RequestHeaderError};
+pub use error::{
+    AuthError, CertError, CredentialError, CredentialKind, RequestHeaderError, TokenReviewError,
+};
 pub use secret::{Secret, REDACTED};
-pub use stats::{AttemptResult, AuthStats, TokenCacheStats, TokenReviewStats};
+pub use stats::{AttemptResult, AuthMethod, AuthStats, TokenCacheStats, TokenReviewStats};
 pub use tokenfile::TokenFileError;
 
 /// The records of token-file text (for the fuzz targets).
@@ -69,8 +72,8 @@ pub(crate) fn tokenfile_records(
         .map(|f| f.records())
         .map_err(|e| e.to_string())
 }
-pub use union::{AuthMethod, Authenticated, Authenticator};
-pub use webhook::{TokenReviewError, TokenReviewTransport, TransportError};
+pub use transport::{TokenReviewTransport, TransportError};
+pub use union::{Authenticated, Authenticator};
 pub use websocket::strip_websocket_bearer_protocol;
 
 /// The group every authenticated user belongs to (added as the apiserver adds it).

@@ -20,11 +20,12 @@ use futures_util::future::{BoxFuture, FutureExt, Shared};
 use tokio::time::Instant;
 
 use super::config::TokenReviewConfig;
+use super::error::TokenReviewError;
 use super::keyhash::{CacheKey, KeyHasher};
 use super::secret::Secret;
 use super::stats::{AuthStats, GaugeGuard};
 use super::token_cache::ExpiringCache;
-use super::webhook::{TokenReviewError, TokenReviewer};
+use super::webhook::TokenReviewer;
 use super::Identity;
 
 /// A review's answer: `Some` authenticated, `None` not.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::tokenfile::TokenFileError;
-use super::webhook::TokenReviewTransport;
+use super::transport::TokenReviewTransport;
 
 /// The authentication settings, as kube-apiserver's flags give them.
 #[derive(Debug, Clone)]

@@ -4,9 +4,11 @@
 //! `Display` text is for logs; the response body says only `Unauthorized`, as the apiserver's.
 //! No variant ever carries a token.
 
+use std::time::Duration;
+
 use http::StatusCode;
 
-use super::webhook::TokenReviewError;
+use super::transport::TransportError;
 
 /// Which kind of presented credential an authenticator rejected (a bounded metric label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -142,4 +144,35 @@ fn aggregate(errors: &[CredentialError]) -> String {
             format!("[{}]", parts.join(", "))
         }
     }
+}
+
+/// Why a TokenReview gave no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenReviewError {
+    /// No response from the upstream.
+    #[error("TokenReview: {0}")]
+    Transport(#[from] TransportError),
+    /// The upstream answered with a non-2xx status.
+    #[error("TokenReview: the server responded with status {code}: {message}")]
+    Status {
+        /// The HTTP status code.
+        code: u16,
+        /// The `Status` message, or a generic text.
+        message: String,
+    },
+    /// A 2xx answer that is not a TokenReview.
+    #[error("TokenReview: decoding the response: {0}")]
+    Decode(String),
+    /// `status.authenticated` is false and `status.error` says why.
+    #[error("{0}")]
+    Rejected(String),
+    /// The review, retries included, took longer than the request timeout.
+    #[error("TokenReview: no answer within {0:?}")]
+    Timeout(Duration),
+    /// Too many distinct tokens are under review at once.
+    #[error("TokenReview: too many reviews in flight")]
+    TooManyInFlight,
+    /// The review task ended without an answer (a bug).
+    #[error("TokenReview: authentication failed unexpectedly")]
+    Crashed,
 }

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use futures_util::future::{BoxFuture, FutureExt};
 use http::StatusCode;
 
-use super::webhook::{TokenReviewTransport, TransportError};
+use super::transport::{TokenReviewTransport, TransportError};
 
 /// The transport's answer to one call.
 pub(crate) type Reply = Result<(StatusCode, String), TransportError>;

@@ -8,7 +8,6 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use super::error::CredentialKind;
-use super::union::AuthMethod;
 
 /// The result label of an authentication attempt, as `authentication_attempts{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,5 +137,42 @@ impl<'a> GaugeGuard<'a> {
 impl Drop for GaugeGuard<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How a request was authenticated (a bounded metric label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AuthMethod {
+    /// Front-proxy request headers, vouched for by the requestheader client certificate.
+    RequestHeader,
+    /// A client certificate from `--client-ca-file`.
+    ClientCertificate,
+    /// A bearer token from `--token-auth-file`.
+    TokenFile,
+    /// A bearer token accepted by a TokenReview.
+    TokenReview,
+    /// No credential; anonymous requests are enabled.
+    Anonymous,
+}
+
+impl AuthMethod {
+    /// Every method, in authenticator order.
+    pub const ALL: [AuthMethod; 5] = [
+        AuthMethod::RequestHeader,
+        AuthMethod::ClientCertificate,
+        AuthMethod::TokenFile,
+        AuthMethod::TokenReview,
+        AuthMethod::Anonymous,
+    ];
+
+    /// The label value, e.g. `token_review`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMethod::RequestHeader => "requestheader",
+            AuthMethod::ClientCertificate => "client_certificate",
+            AuthMethod::TokenFile => "token_file",
+            AuthMethod::TokenReview => "token_review",
+            AuthMethod::Anonymous => "anonymous",
+        }
     }
 }

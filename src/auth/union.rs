@@ -20,48 +20,11 @@ use super::error::{AuthError, CredentialError};
 use super::keyhash::KeyHasher;
 use super::requestheader::{is_standard_identity_header, RequestHeaderAuthenticator};
 use super::secret::Secret;
-use super::stats::AuthStats;
+use super::stats::{AuthMethod, AuthStats};
 use super::tokenfile::TokenFile;
 use super::websocket::{protocol_token, ProtocolToken};
 use super::x509::{CaBundle, ClientCertAuthenticator};
 use super::Identity;
-
-/// How a request was authenticated (a bounded metric label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AuthMethod {
-    /// Front-proxy request headers, vouched for by the requestheader client certificate.
-    RequestHeader,
-    /// A client certificate from `--client-ca-file`.
-    ClientCertificate,
-    /// A bearer token from `--token-auth-file`.
-    TokenFile,
-    /// A bearer token accepted by a TokenReview.
-    TokenReview,
-    /// No credential; anonymous requests are enabled.
-    Anonymous,
-}
-
-impl AuthMethod {
-    /// Every method, in authenticator order.
-    pub const ALL: [AuthMethod; 5] = [
-        AuthMethod::RequestHeader,
-        AuthMethod::ClientCertificate,
-        AuthMethod::TokenFile,
-        AuthMethod::TokenReview,
-        AuthMethod::Anonymous,
-    ];
-
-    /// The label value, e.g. `token_review`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuthMethod::RequestHeader => "requestheader",
-            AuthMethod::ClientCertificate => "client_certificate",
-            AuthMethod::TokenFile => "token_file",
-            AuthMethod::TokenReview => "token_review",
-            AuthMethod::Anonymous => "anonymous",
-        }
-    }
-}
 
 /// A successful authentication.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,70 +12,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::future::BoxFuture;
-use http::StatusCode;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 
 use super::config::{RetryBackoff, TokenReviewConfig};
+use super::error::TokenReviewError;
 use super::secret::Secret;
 use super::stats::AuthStats;
+use super::transport::{TokenReviewTransport, TransportError};
 use super::Identity;
-
-/// Sends TokenReviews to the upstream. Implemented by the proxy over its upstream client.
-pub trait TokenReviewTransport: Send + Sync + 'static {
-    /// POSTs a TokenReview (authentication.k8s.io/v1, JSON) to the upstream and returns status +
-    /// body. The request body holds a bearer token: never log it. Bound the response body
-    /// (a TokenReview answer is small; 1 MiB is ample) and map connection failures to
-    /// [`TransportError::Connection`] so they are retried.
-    fn review(
-        &self,
-        body: Bytes,
-    ) -> BoxFuture<'static, Result<(StatusCode, Bytes), TransportError>>;
-}
-
-/// A TokenReview call that got no HTTP response.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TransportError {
-    /// The connection failed, was reset or was lost: retried, like the apiserver's
-    /// `IsConnectionReset` / `IsHTTP2ConnectionLost`.
-    #[error("connection to the upstream failed: {0}")]
-    Connection(String),
-    /// Any other failure: not retried.
-    #[error("{0}")]
-    Other(String),
-}
-
-/// Why a TokenReview gave no usable answer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TokenReviewError {
-    /// No response from the upstream.
-    #[error("TokenReview: {0}")]
-    Transport(#[from] TransportError),
-    /// The upstream answered with a non-2xx status.
-    #[error("TokenReview: the server responded with status {code}: {message}")]
-    Status {
-        /// The HTTP status code.
-        code: u16,
-        /// The `Status` message, or a generic text.
-        message: String,
-    },
-    /// A 2xx answer that is not a TokenReview.
-    #[error("TokenReview: decoding the response: {0}")]
-    Decode(String),
-    /// `status.authenticated` is false and `status.error` says why.
-    #[error("{0}")]
-    Rejected(String),
-    /// The review, retries included, took longer than the request timeout.
-    #[error("TokenReview: no answer within {0:?}")]
-    Timeout(Duration),
-    /// Too many distinct tokens are under review at once.
-    #[error("TokenReview: too many reviews in flight")]
-    TooManyInFlight,
-    /// The review task ended without an answer (a bug).
-    #[error("TokenReview: authentication failed unexpectedly")]
-    Crashed,
-}
 
 /// The JSON body of a TokenReview for `token` (k8s-openapi's `authentication/v1` type).
 pub(crate) fn request_body(token: &Secret, audiences: &[String]) -> Bytes {
