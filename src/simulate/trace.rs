@@ -208,11 +208,12 @@ impl<R: BufRead> TraceReader<R> {
     where
         R: Send + 'static,
     {
-        let batches = ahead::spawn(Lines::new(input))?;
+        let (batches, thread) = ahead::spawn(Lines::new(input))?;
         Ok(Self::with_source(
             Source::Ahead {
                 batches,
                 batch: Vec::new().into_iter(),
+                thread: Some(thread),
             },
             options,
         ))
@@ -368,6 +369,9 @@ enum Source<R> {
     Ahead {
         batches: std::sync::mpsc::Receiver<ahead::Batch>,
         batch: std::vec::IntoIter<std::io::Result<Decoded>>,
+        /// Joined once it has sent its last batch; left to end on its own if the reader is
+        /// dropped before (it may be blocked on its input, and stops at its next batch).
+        thread: Option<std::thread::JoinHandle<()>>,
     },
 }
 
@@ -376,14 +380,25 @@ impl<R: BufRead> Source<R> {
     fn next_line(&mut self) -> std::io::Result<Option<Decoded>> {
         match self {
             Source::Inline(lines) => lines.next_line(),
-            Source::Ahead { batches, batch } => loop {
+            Source::Ahead {
+                batches,
+                batch,
+                thread,
+            } => loop {
                 if let Some(line) = batch.next() {
                     return line.map(Some);
                 }
                 match batches.recv() {
                     Ok(next) => *batch = next.into_iter(),
-                    // The thread has ended after its last line (or a read error, already sent).
-                    Err(_) => return Ok(None),
+                    // The thread has ended after its last line (or a read error, already sent):
+                    // joined, so that it is gone with everything it held when the input ends,
+                    // and so that a panic there is the caller's, not a silently short trace.
+                    Err(_) => {
+                        if let Some(Err(panic)) = thread.take().map(std::thread::JoinHandle::join) {
+                            std::panic::resume_unwind(panic);
+                        }
+                        return Ok(None);
+                    }
                 }
             },
         }
@@ -475,9 +490,9 @@ mod ahead {
 
     pub(super) fn spawn<R: BufRead + Send + 'static>(
         mut lines: Lines<R>,
-    ) -> std::io::Result<mpsc::Receiver<Batch>> {
+    ) -> std::io::Result<(mpsc::Receiver<Batch>, std::thread::JoinHandle<()>)> {
         let (tx, rx) = mpsc::sync_channel(BATCHES);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("trace-reader".into())
             .spawn(move || {
                 loop {
@@ -503,7 +518,7 @@ mod ahead {
                     }
                 }
             })?;
-        Ok(rx)
+        Ok((rx, thread))
     }
 }
 

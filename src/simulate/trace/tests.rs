@@ -553,3 +553,32 @@ fn a_read_error_ends_both_readers_after_the_same_events() {
     );
     assert_eq!(run(true), inline);
 }
+
+/// Gives `data`, then panics.
+struct PanickingAfter {
+    data: Cursor<Vec<u8>>,
+}
+
+impl std::io::Read for PanickingAfter {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self.data.read(buf)? {
+            0 => panic!("the input blew up"),
+            n => Ok(n),
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "the input blew up")]
+fn a_panic_on_the_reading_thread_is_the_callers_not_a_short_trace() {
+    let options = TraceOptions {
+        reorder_window: Duration::from_secs(1),
+        strict: false,
+    };
+    let input = std::io::BufReader::new(PanickingAfter {
+        data: Cursor::new(long_trace(300).into_bytes()),
+    });
+    let reader = TraceReader::read_ahead(input, options).unwrap();
+    // Before, the thread's end read as the input's: 300 requests, and no sign of trouble.
+    let _ = reader.count();
+}
