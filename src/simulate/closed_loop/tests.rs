@@ -36,12 +36,16 @@ fn config(queues: u32) -> Config {
 }
 
 fn run(yaml: &str, config: &Config, seats: u32) -> SimReport {
-    let workload = parse_workload(yaml).expect("valid workload");
     let options = SimOptions {
         server_concurrency_limit: seats,
         ..SimOptions::default()
     };
-    let mut reports = simulate_workload(&workload, &[config], &options).expect("runs");
+    run_with(yaml, config, &options)
+}
+
+fn run_with(yaml: &str, config: &Config, options: &SimOptions) -> SimReport {
+    let workload = parse_workload(yaml).expect("valid workload");
+    let mut reports = simulate_workload(&workload, &[config], options).expect("runs");
     reports.remove(0)
 }
 
@@ -129,14 +133,12 @@ fn the_same_workload_gives_the_same_numbers() {
 }
 
 fn run_with_timeline(yaml: &str, config: &Config, seats: u32) -> SimReport {
-    let workload = parse_workload(yaml).expect("valid workload");
     let options = SimOptions {
         server_concurrency_limit: seats,
         timeline_interval: Some(Duration::from_secs(1)),
         ..SimOptions::default()
     };
-    let mut reports = simulate_workload(&workload, &[config], &options).expect("runs");
-    reports.remove(0)
+    run_with(yaml, config, &options)
 }
 
 fn last_sample(report: &SimReport, level: &str) -> f64 {
