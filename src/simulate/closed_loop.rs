@@ -267,8 +267,9 @@ impl<'a> Driver<'a> {
         }));
     }
 
-    /// Runs until every thread has stopped and every call has been answered: to the workload's
-    /// end, and past it only while calls made before it still wait in a queue. What is pending
+    /// Runs until every thread has stopped and every call has been answered: at the latest to
+    /// the workload's end, and past it only while calls made before it still wait in a queue
+    /// (if events remain, the run is taken to the end itself, for its sample). What is pending
     /// then (replies giving seats back, calls that would go out after the end) can change no
     /// result, and a reply or a think due in a century would have the virtual clock visit every
     /// borrowing tick and every timeline sample until then.
