@@ -2,8 +2,9 @@
 //! attributes derived, classified against Kubernetes' bootstrap configuration, seats estimated
 //! and admitted through the queue sets on the paused clock, outcomes recorded.
 //!
-//! `audit-end-to-end` runs as the command does with a second CPU: lines read and decoded on a
-//! thread of their own (`TraceReader::read_ahead`) while the replay runs;
+//! `audit-end-to-end` runs as the command does with a second CPU: lines read on a thread of their
+//! own (`TraceReader::read_ahead`) and decoded there or, while the replay would wait for them, by
+//! the replay's thread; `audit-read-ahead` is that reading alone;
 //! `audit-end-to-end-one-thread` does everything on one thread, as the command does on one CPU.
 //!
 //! The workload is a synthetic audit log of a busy cluster at Metadata level: kubelets getting
@@ -96,6 +97,16 @@ fn bench(c: &mut Criterion) {
     group.bench_function("audit-read", |b| {
         b.iter(|| {
             let reader = TraceReader::new(Cursor::new(&log[..]), trace_options.clone());
+            black_box(reader.filter(Result::is_ok).count())
+        })
+    });
+    // Reading alone as the command reads with a second CPU: lines read on a thread of their
+    // own, decoded there and, while the caller waits, by the caller.
+    group.bench_function("audit-read-ahead", |b| {
+        b.iter(|| {
+            let reader =
+                TraceReader::read_ahead(Cursor::new(Arc::clone(&log)), trace_options.clone())
+                    .expect("the reading thread starts");
             black_box(reader.filter(Result::is_ok).count())
         })
     });

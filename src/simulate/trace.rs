@@ -199,24 +199,31 @@ impl<R: BufRead> TraceReader<R> {
         Self::with_source(Source::Inline(Lines::new(input)), options)
     }
 
-    /// A reader over `input` whose lines are read and decoded (JSON, timestamps: most of the
-    /// work) on a thread of its own, a few hundred lines ahead of the caller; what depends on
-    /// the order of events (the reorder window, which watches are open, the counts) stays with
-    /// the caller, so the events, errors and counts are those of [`TraceReader::new`]. The
-    /// thread stops at the end of the input, at a read error, or when the reader is dropped.
+    /// A reader over `input` whose lines are read on a thread of its own, a few hundred lines
+    /// ahead of the caller, and decoded (JSON, timestamps: most of the work) there or, when the
+    /// caller would otherwise wait for them, by the caller: two CPUs share the decoding. What
+    /// depends on the order of events (the reorder window, which watches are open, the counts)
+    /// stays with the caller, so the events, errors and counts are those of
+    /// [`TraceReader::new`]. The thread stops at the end of the input, at a read error, or when
+    /// the reader is dropped.
     pub fn read_ahead(input: R, options: TraceOptions) -> std::io::Result<Self>
     where
         R: Send + 'static,
     {
-        let (batches, thread) = ahead::spawn(Lines::new(input))?;
-        Ok(Self::with_source(
-            Source::Ahead {
-                batches,
-                batch: Vec::new().into_iter(),
-                thread: Some(thread),
-            },
-            options,
-        ))
+        Self::read_ahead_sharing(input, options, ahead::Sharing::WhenIdle)
+    }
+
+    /// [`TraceReader::read_ahead`], with the lines the caller decodes chosen by `sharing`.
+    fn read_ahead_sharing(
+        input: R,
+        options: TraceOptions,
+        sharing: ahead::Sharing,
+    ) -> std::io::Result<Self>
+    where
+        R: Send + 'static,
+    {
+        let ahead = ahead::Ahead::spawn(Lines::new(input), sharing)?;
+        Ok(Self::with_source(Source::Ahead(ahead), options))
     }
 
     fn with_source(source: Source<R>, options: TraceOptions) -> Self {
@@ -365,14 +372,8 @@ impl<R: BufRead> Iterator for TraceReader<R> {
 enum Source<R> {
     /// Read and decoded on the caller's thread.
     Inline(Lines<R>),
-    /// From the reading thread, in batches.
-    Ahead {
-        batches: std::sync::mpsc::Receiver<ahead::Batch>,
-        batch: std::vec::IntoIter<std::io::Result<Decoded>>,
-        /// Joined once it has sent its last batch; left to end on its own if the reader is
-        /// dropped before (it may be blocked on its input, and stops at its next batch).
-        thread: Option<std::thread::JoinHandle<()>>,
-    },
+    /// Read on the reading thread, decoded there or here (see [`ahead`]).
+    Ahead(ahead::Ahead),
 }
 
 impl<R: BufRead> Source<R> {
@@ -380,27 +381,7 @@ impl<R: BufRead> Source<R> {
     fn next_line(&mut self) -> std::io::Result<Option<Decoded>> {
         match self {
             Source::Inline(lines) => lines.next_line(),
-            Source::Ahead {
-                batches,
-                batch,
-                thread,
-            } => loop {
-                if let Some(line) = batch.next() {
-                    return line.map(Some);
-                }
-                match batches.recv() {
-                    Ok(next) => *batch = next.into_iter(),
-                    // The thread has ended after its last line (or a read error, already sent):
-                    // joined, so that it is gone with everything it held when the input ends,
-                    // and so that a panic there is the caller's, not a silently short trace.
-                    Err(_) => {
-                        if let Some(Err(panic)) = thread.take().map(std::thread::JoinHandle::join) {
-                            std::panic::resume_unwind(panic);
-                        }
-                        return Ok(None);
-                    }
-                }
-            },
+            Source::Ahead(ahead) => ahead.next_line(),
         }
     }
 }
@@ -446,79 +427,48 @@ impl<R: BufRead> Lines<R> {
             return Ok(None);
         };
         self.line += 1;
-        Ok(Some(self.decode(complete)))
+        Ok(Some(decode(
+            &self.buf,
+            self.line,
+            complete,
+            &mut self.format,
+        )))
     }
 
-    /// The line in `buf` (`complete`: not cut at the limit).
-    fn decode(&mut self, complete: bool) -> Decoded {
-        let (line, number) = (&self.buf[..], self.line);
-        if !complete {
-            return Decoded::TooLong;
-        }
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return Decoded::Blank;
-        }
-        let format = match self.format {
-            Some(format) => format,
-            None => match detect(line) {
-                Ok(format) => *self.format.insert(format),
-                Err(message) => return Decoded::Undetected(message),
-            },
+    /// The next line, not decoded: appended to `text`, with its number and whether it is
+    /// complete (not cut at the limit); `None` at the end of the input. Only once the format is
+    /// known: the lines before it decide it, in order.
+    fn next_raw(&mut self, text: &mut Vec<u8>) -> std::io::Result<Option<(u64, bool)>> {
+        debug_assert!(self.format.is_some());
+        let Some(complete) = read_bounded_line(&mut self.input, &mut self.buf)? else {
+            return Ok(None);
         };
-        match format {
-            TraceFormat::AuditEvents => Decoded::Audit(audit::decode(line)),
-            TraceFormat::AccessLog => Decoded::Stateless(format, access::parse_line(line, number)),
-            TraceFormat::TraceLines => Decoded::Stateless(format, lines::parse_line(line, number)),
-        }
+        self.line += 1;
+        text.extend_from_slice(&self.buf);
+        Ok(Some((self.line, complete)))
     }
 }
 
-/// The reading thread of [`TraceReader::read_ahead`].
-mod ahead {
-    use std::io::BufRead;
-    use std::sync::mpsc;
-
-    use super::{Decoded, Lines};
-
-    /// Lines per message: enough that the channel costs little per line.
-    const LINES: usize = 256;
-    /// Messages in flight: how far ahead of the caller the thread may read.
-    const BATCHES: usize = 8;
-
-    /// Lines decoded in order; a read error is the last item the thread sends.
-    pub(super) type Batch = Vec<std::io::Result<Decoded>>;
-
-    pub(super) fn spawn<R: BufRead + Send + 'static>(
-        mut lines: Lines<R>,
-    ) -> std::io::Result<(mpsc::Receiver<Batch>, std::thread::JoinHandle<()>)> {
-        let (tx, rx) = mpsc::sync_channel(BATCHES);
-        let thread = std::thread::Builder::new()
-            .name("trace-reader".into())
-            .spawn(move || {
-                loop {
-                    let mut batch = Vec::with_capacity(LINES);
-                    let mut end = false;
-                    while batch.len() < LINES {
-                        match lines.next_line() {
-                            Ok(Some(decoded)) => batch.push(Ok(decoded)),
-                            Ok(None) => {
-                                end = true;
-                                break;
-                            }
-                            Err(error) => {
-                                batch.push(Err(error));
-                                end = true;
-                                break;
-                            }
-                        }
-                    }
-                    // Sending fails once the reader is dropped: nothing more to read for.
-                    if (!batch.is_empty() && tx.send(batch).is_err()) || end {
-                        return;
-                    }
-                }
-            })?;
-        Ok((rx, thread))
+/// Decodes line `number` (`complete`: not cut at the limit) in `format`; while the format is
+/// not known, the first line that is one of the formats decides it.
+fn decode(line: &[u8], number: u64, complete: bool, format: &mut Option<TraceFormat>) -> Decoded {
+    if !complete {
+        return Decoded::TooLong;
+    }
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Decoded::Blank;
+    }
+    let format = match *format {
+        Some(format) => format,
+        None => match detect(line) {
+            Ok(detected) => *format.insert(detected),
+            Err(message) => return Decoded::Undetected(message),
+        },
+    };
+    match format {
+        TraceFormat::AuditEvents => Decoded::Audit(audit::decode(line)),
+        TraceFormat::AccessLog => Decoded::Stateless(format, access::parse_line(line, number)),
+        TraceFormat::TraceLines => Decoded::Stateless(format, lines::parse_line(line, number)),
     }
 }
 
@@ -625,6 +575,7 @@ fn micro_time(b: &[u8]) -> Option<time::OffsetDateTime> {
 }
 
 mod access;
+mod ahead;
 mod audit;
 mod lines;
 #[cfg(test)]

@@ -16,20 +16,28 @@ fn reader(text: &str, window: Duration) -> TraceReader<Cursor<Vec<u8>>> {
 }
 
 /// Everything a reader yields, and its counts at the end: read on the caller's thread and read
-/// ahead on a thread of its own, which must agree in every respect.
+/// ahead on a thread of its own (its lines decoded there, by the caller, or shared as it goes),
+/// which must agree in every respect.
 fn read_all(text: &str, window: Duration) -> (Vec<TraceEvent>, Vec<TraceLineError>, TraceStats) {
     let inline = drain(reader(text, window));
     let options = TraceOptions {
         reorder_window: window,
         strict: false,
     };
-    let ahead = TraceReader::read_ahead(Cursor::new(text.as_bytes().to_vec()), options)
-        .expect("the reading thread starts");
-    assert_eq!(
-        drain(ahead),
-        inline,
-        "read ahead, the same trace reads differently"
-    );
+    for sharing in [
+        ahead::Sharing::WhenIdle,
+        ahead::Sharing::Always,
+        ahead::Sharing::Never,
+    ] {
+        let input = Cursor::new(text.as_bytes().to_vec());
+        let ahead = TraceReader::read_ahead_sharing(input, options.clone(), sharing)
+            .expect("the reading thread starts");
+        assert_eq!(
+            drain(ahead),
+            inline,
+            "read ahead ({sharing:?}), the same trace reads differently"
+        );
+    }
     inline
 }
 
@@ -499,17 +507,24 @@ fn reading_ahead_under_strict_stops_at_the_same_line_and_a_dropped_reader_stops_
         strict: true,
     };
     let text = long_trace(3_000);
-    let inline = TraceReader::new(Cursor::new(text.clone().into_bytes()), options.clone());
-    let ahead = TraceReader::read_ahead(Cursor::new(text.into_bytes()), options).unwrap();
     let collect = |r: &mut dyn Iterator<Item = Result<TraceEvent, TraceError>>| {
         r.map(|item| item.map_err(|e| e.to_string()))
             .collect::<Vec<_>>()
     };
-    let (mut inline, mut ahead) = (inline, ahead);
-    assert_eq!(collect(&mut ahead), collect(&mut inline));
-    assert_eq!(ahead.stats(), inline.stats());
-    // The thread may be blocked on a full channel: dropping the reader lets it end.
-    drop(ahead);
+    let mut inline = TraceReader::new(Cursor::new(text.clone().into_bytes()), options.clone());
+    let expected = collect(&mut inline);
+    for sharing in [
+        ahead::Sharing::WhenIdle,
+        ahead::Sharing::Always,
+        ahead::Sharing::Never,
+    ] {
+        let input = Cursor::new(text.clone().into_bytes());
+        let mut ahead = TraceReader::read_ahead_sharing(input, options.clone(), sharing).unwrap();
+        assert_eq!(collect(&mut ahead), expected, "{sharing:?}");
+        assert_eq!(ahead.stats(), inline.stats(), "{sharing:?}");
+        // The thread may be blocked on a full channel: dropping the reader lets it end.
+        drop(ahead);
+    }
 }
 
 /// Gives `data`, then fails.
@@ -533,25 +548,31 @@ fn a_read_error_ends_both_readers_after_the_same_events() {
         reorder_window: Duration::from_secs(1),
         strict: false,
     };
-    let run = |ahead: bool| {
+    let run = |ahead: Option<ahead::Sharing>| {
         let input = std::io::BufReader::new(FailingAfter {
             data: Cursor::new(text.clone().into_bytes()),
         });
-        let reader = if ahead {
-            TraceReader::read_ahead(input, options.clone()).unwrap()
-        } else {
-            TraceReader::new(input, options.clone())
+        let reader = match ahead {
+            Some(sharing) => TraceReader::read_ahead_sharing(input, options.clone(), sharing)
+                .expect("the reading thread starts"),
+            None => TraceReader::new(input, options.clone()),
         };
         let items: Vec<Result<TraceEvent, String>> =
             reader.map(|item| item.map_err(|e| e.to_string())).collect();
         items
     };
-    let inline = run(false);
+    let inline = run(None);
     assert_eq!(
         inline.last(),
         Some(&Err("reading the trace: disk on fire".to_string()))
     );
-    assert_eq!(run(true), inline);
+    for sharing in [
+        ahead::Sharing::WhenIdle,
+        ahead::Sharing::Always,
+        ahead::Sharing::Never,
+    ] {
+        assert_eq!(run(Some(sharing)), inline, "{sharing:?}");
+    }
 }
 
 /// Gives `data`, then panics.
