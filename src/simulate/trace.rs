@@ -140,6 +140,8 @@ pub struct TraceReader<R> {
     open: HashSet<String>,
     /// Line errors and events ready to go out, before `pending`.
     ready: VecDeque<Result<TraceEvent, TraceError>>,
+    /// At the end of the input, what `pending` still held, in order: out after `ready`.
+    flushed: std::vec::IntoIter<Reverse<Pending>>,
     eof: bool,
     seq: u64,
 }
@@ -238,6 +240,7 @@ impl<R: BufRead> TraceReader<R> {
             released: Duration::ZERO,
             open: HashSet::new(),
             ready: VecDeque::new(),
+            flushed: Vec::new().into_iter(),
             eof: false,
             seq: 0,
         }
@@ -324,24 +327,44 @@ impl<R: BufRead> TraceReader<R> {
         self.ready.push_back(Err(TraceError::Line(error)));
     }
 
-    /// Moves the events the window has passed (all of them at the end) to `ready`.
+    /// Moves the events the window has passed to `ready`; at the end, all of them to `flushed`.
     fn release(&mut self, all: bool) {
+        if all {
+            // A window's worth of events at once: sorted in one go, and handed out from where
+            // they are, rather than taken off the heap one by one and moved again.
+            let mut rest = std::mem::take(&mut self.pending).into_vec();
+            if rest.is_empty() {
+                return;
+            }
+            rest.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            for Reverse(pending) in &rest {
+                self.count_release(pending.key, &pending.event);
+            }
+            debug_assert!(self.flushed.len() == 0);
+            self.flushed = rest.into_iter();
+            return;
+        }
         let window = self.options.reorder_window;
         while let Some(Reverse(head)) = self.pending.peek() {
-            if !all && head.key + window > self.watermark {
+            if head.key + window > self.watermark {
                 break;
             }
             let Some(Reverse(Pending { key, event, .. })) = self.pending.pop() else {
                 break;
             };
-            if key < self.released {
-                self.stats.late += 1;
-            }
-            self.released = self.released.max(key);
-            if matches!(*event, TraceEvent::Request(_)) {
-                self.stats.requests += 1;
-            }
+            self.count_release(key, &event);
             self.ready.push_back(Ok(*event));
+        }
+    }
+
+    /// Counts an event going out, of arrival `key`.
+    fn count_release(&mut self, key: Duration, event: &TraceEvent) {
+        if key < self.released {
+            self.stats.late += 1;
+        }
+        self.released = self.released.max(key);
+        if matches!(event, TraceEvent::Request(_)) {
+            self.stats.requests += 1;
         }
     }
 }
@@ -357,12 +380,18 @@ impl<R: BufRead> Iterator for TraceReader<R> {
                 return Some(Err(TraceError::Io(error)));
             }
         }
-        let item = self.ready.pop_front()?;
+        let Some(item) = self.ready.pop_front() else {
+            return self
+                .flushed
+                .next()
+                .map(|Reverse(pending)| Ok(*pending.event));
+        };
         if self.options.strict && matches!(item, Err(TraceError::Line(_))) {
             // Nothing after the first malformed line under --strict.
             self.eof = true;
             self.pending.clear();
             self.ready.clear();
+            self.flushed = Vec::new().into_iter();
         }
         Some(item)
     }
