@@ -3,9 +3,11 @@
 //! and admitted through the queue sets on the paused clock, outcomes recorded.
 //!
 //! `audit-end-to-end` runs as the command does with a second CPU: lines read on a thread of their
-//! own (`TraceReader::read_ahead`) and decoded there or, while the replay would wait for them, by
-//! the replay's thread; `audit-read-ahead` is that reading alone;
-//! `audit-end-to-end-one-thread` does everything on one thread, as the command does on one CPU.
+//! own (`TraceReader::read_ahead`) and decoded there or by the thread that takes the events and
+//! derives their requests' attributes ahead of the replay (`simulate`'s feeding thread), while
+//! the replay's thread runs the queues; `audit-read-ahead` is that reading alone;
+//! `audit-end-to-end-one-thread` does everything on one thread, as the command does on one CPU
+//! (`simulate_on_this_thread`).
 //!
 //! The workload is a synthetic audit log of a busy cluster at Metadata level: kubelets getting
 //! pods and nodes, controllers listing and watching, service accounts updating, an operator's
@@ -18,7 +20,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kube_apf_proxy::simulate::trace::{TraceOptions, TraceReader};
-use kube_apf_proxy::simulate::{simulate, SimOptions};
+use kube_apf_proxy::simulate::{simulate, simulate_on_this_thread, SimOptions};
 
 const EVENTS: usize = 100_000;
 
@@ -125,7 +127,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let reader = TraceReader::new(Cursor::new(&log[..]), trace_options.clone());
             let events = reader.filter_map(Result::ok);
-            let reports = simulate(events, &[&config], &options).expect("simulate");
+            let reports = simulate_on_this_thread(events, &[&config], &options).expect("simulate");
             assert_eq!(reports[0].requests, EVENTS as u64);
             black_box(reports)
         })

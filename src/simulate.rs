@@ -10,11 +10,12 @@ mod attributes;
 mod classifications;
 pub mod closed_loop;
 pub mod engine;
+mod feed;
 pub mod html;
 pub mod record;
 pub mod trace;
 pub mod workload;
 
 pub use closed_loop::simulate_workload;
-pub use engine::{simulate, SimError, SimOptions};
+pub use engine::{simulate, simulate_on_this_thread, SimError, SimOptions};
 pub use record::SimReport;

@@ -14,8 +14,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::attributes::{Attributes, Derived};
+use super::attributes::Derived;
 use super::classifications::Classifications;
+use super::feed::{self, Fed};
 use super::record::{Recorder, Sample, SimReport};
 use super::trace::{TraceEvent, TraceRequest};
 use crate::config::Config;
@@ -80,20 +81,47 @@ pub(super) struct Sim {
 
 /// Replays `events` (in arrival order; see [`super::trace::TraceReader`]) through each of
 /// `configs` and reports what flow control would have done, one report per configuration.
+///
+/// With a second CPU, the events are taken and their requests' attributes derived on a thread
+/// of its own, ahead of the replay (see [`super::feed`]): the same results.
 pub fn simulate(
-    events: impl Iterator<Item = TraceEvent>,
+    events: impl Iterator<Item = TraceEvent> + Send,
     configs: &[&Config],
     options: &SimOptions,
+) -> Result<Vec<SimReport>, SimError> {
+    let ahead = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+    simulate_fed(events, configs, options, ahead)
+}
+
+/// [`simulate`] with everything on the caller's thread, as on one CPU.
+pub fn simulate_on_this_thread(
+    events: impl Iterator<Item = TraceEvent> + Send,
+    configs: &[&Config],
+    options: &SimOptions,
+) -> Result<Vec<SimReport>, SimError> {
+    simulate_fed(events, configs, options, false)
+}
+
+/// [`simulate`], fed on a thread of its own (`ahead`) or on the caller's.
+pub(super) fn simulate_fed(
+    events: impl Iterator<Item = TraceEvent> + Send,
+    configs: &[&Config],
+    options: &SimOptions,
+    ahead: bool,
 ) -> Result<Vec<SimReport>, SimError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()?;
-    runtime.block_on(drive(events, configs, options))
+    if ahead {
+        feed::on_a_thread(events, |fed| runtime.block_on(drive(fed, configs, options)))?
+    } else {
+        runtime.block_on(drive(feed::inline(events), configs, options))
+    }
 }
 
 async fn drive(
-    events: impl Iterator<Item = TraceEvent>,
+    events: impl Iterator<Item = Fed>,
     configs: &[&Config],
     options: &SimOptions,
 ) -> Result<Vec<SimReport>, SimError> {
@@ -110,7 +138,6 @@ async fn drive(
     // costs no task and no timer of its own.
     let mut holding = Holding::default();
     let mut executions = Executions::default();
-    let mut attributes = Attributes::default();
     let mut latest = origin;
     let background: Vec<NextWake> = sims.iter().flat_map(|s| s.background.clone()).collect();
     let mut clock = Clock {
@@ -119,14 +146,14 @@ async fn drive(
         metrics: tokio::runtime::Handle::current().metrics(),
         background: &background,
     };
-    for event in events {
+    for fed in events {
         let mut at = |t: Duration| {
             let first = *trace_origin.get_or_insert(t);
             origin + t.saturating_sub(first)
         };
-        let time = match &event {
-            TraceEvent::Request(request) => at(request.arrival),
-            TraceEvent::Ended { at: t, .. } => at(*t),
+        let time = match &fed {
+            Fed::Request(request, _) => at(request.arrival),
+            Fed::Ended { at: t, .. } => at(*t),
         };
         release_until(&mut holding, time, &mut clock).await;
         // Late: earlier than an event already replayed (further out of order than the reader's
@@ -135,13 +162,12 @@ async fn drive(
         latest = latest.max(time);
         // Until the next `.await` the clock stands still: read once for the whole event.
         let now = clock.advance_to(time).await;
-        match event {
-            TraceEvent::Request(mut request) => {
+        match fed {
+            Fed::Request(mut request, derived) => {
                 executions.fill_in(&mut request);
                 if let Some(d) = request.duration {
                     last_end = last_end.max(now + d);
                 }
-                let derived = attributes.of(&request.method, &request.uri);
                 let arrived = if late { now } else { time.min(now) };
                 for sim in &sims {
                     let started =
@@ -151,7 +177,7 @@ async fn drive(
                     }
                 }
             }
-            TraceEvent::Ended { key, .. } => {
+            Fed::Ended { key, .. } => {
                 last_end = last_end.max(now);
                 for sim in &sims {
                     sim.open_watches.lock().remove(&key);
