@@ -83,7 +83,7 @@ pub(super) struct Sim {
 /// `configs` and reports what flow control would have done, one report per configuration.
 ///
 /// With a second CPU, the events are taken and their requests' attributes derived on a thread
-/// of its own, ahead of the replay (see [`super::feed`]): the same results.
+/// of its own, ahead of the replay (the module `simulate::feed`): the same results.
 pub fn simulate(
     events: impl Iterator<Item = TraceEvent> + Send,
     configs: &[&Config],
