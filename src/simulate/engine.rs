@@ -6,6 +6,7 @@
 //! virtual instants. Borrowing is adjusted every 10 s of trace time, as in `serve`.
 
 use parking_lot::Mutex;
+use std::cell::{Ref, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use super::record::{Recorder, Sample, SimReport};
 use super::trace::{TraceEvent, TraceRequest};
 use crate::config::Config;
 use crate::fairqueue::borrowing::BORROWING_ADJUSTMENT_PERIOD;
-use crate::fairqueue::controller::{Admitting, FlowControl, FlowControlError};
+use crate::fairqueue::controller::{Admitting, FlowControl, FlowControlError, Snapshot};
 use crate::fairqueue::flow_request::{FlowRequest, Handling};
 use crate::fairqueue::level_queues::{LevelQueues, Rejection, Seat};
 use crate::fairqueue::timeout::deadlines;
@@ -72,8 +73,13 @@ pub(super) struct Sim {
     pub(super) recorder: Arc<Mutex<Recorder>>,
     /// Watches whose end comes as a later [`TraceEvent::Ended`].
     open_watches: Arc<Mutex<HashMap<String, WatchGuard>>>,
-    /// The classifications of the requests seen lately.
-    classifications: Mutex<Classifications>,
+    /// The snapshot of the configuration, with its generation: a simulation never applies
+    /// another configuration, so it is taken once, not under the lock per event; should one be
+    /// swapped in, the generation tells.
+    snapshot: RefCell<(u64, Arc<Snapshot>)>,
+    /// The classifications of the requests seen lately. The driver alone replays requests,
+    /// one at a time on one thread: no lock.
+    classifications: RefCell<Classifications>,
     /// When each of its periodic tasks wakes next.
     background: Vec<NextWake>,
 }
@@ -213,12 +219,15 @@ impl Sim {
             let pl = &level.priority_level;
             recorder.level(&pl.name, pl.is_exempt(), level.limits.nominal_cl);
         }
+        let generation = flow_control.generation();
+        let snapshot = RefCell::new((generation, flow_control.snapshot()));
         let mut sim = Sim {
+            snapshot,
             flow_control,
             estimator,
             recorder: Arc::new(Mutex::new(recorder)),
             open_watches: Arc::default(),
-            classifications: Mutex::default(),
+            classifications: RefCell::default(),
             background: counts_wake.into_iter().collect(),
         };
         let next = NextWake::new(origin);
@@ -239,6 +248,15 @@ impl Sim {
             sim.background.push(next);
         }
         Ok(sim)
+    }
+
+    /// The configuration's current snapshot: the one kept, unless another was published since.
+    fn snapshot(&self) -> Ref<'_, Arc<Snapshot>> {
+        let generation = self.flow_control.generation();
+        if self.snapshot.borrow().0 != generation {
+            *self.snapshot.borrow_mut() = (generation, self.flow_control.snapshot());
+        }
+        Ref::map(self.snapshot.borrow(), |(_, snapshot)| snapshot)
     }
 
     /// Replays one request, with its attributes (`derived`), which arrived at `arrived` (the
@@ -276,11 +294,11 @@ impl Sim {
         // recording server answered it, so it was valid there.
         let deadlines = deadlines(handling, query, options.request_timeout)
             .or_else(|_| deadlines(handling, None, options.request_timeout));
-        let snapshot = self.flow_control.snapshot();
+        let snapshot = self.snapshot();
         let prepared = deadlines.ok().and_then(|deadlines| {
             let classification =
                 self.classifications
-                    .lock()
+                    .borrow_mut()
                     .of(&snapshot, &request.identity, derived);
             FlowRequest::prepare_classified(
                 classification,
