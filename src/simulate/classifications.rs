@@ -112,10 +112,12 @@ mod tests {
                 &http::Method::PUT,
                 "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1",
             )
-            .unwrap();
+            .unwrap()
+            .clone();
         let pods = attributes
             .of(&http::Method::GET, "/api/v1/namespaces/default/pods")
-            .unwrap();
+            .unwrap()
+            .clone();
         let node = identity("system:node:n1", &["system:nodes"]);
         let cases = [
             (&node, &lease),
@@ -138,10 +140,12 @@ mod tests {
         // Another object of the same class (its name is all that differs): no new entry.
         let pod = attributes
             .of(&http::Method::GET, "/api/v1/namespaces/default/pods/web-1")
-            .unwrap();
+            .unwrap()
+            .clone();
         let other_pod = attributes
             .of(&http::Method::GET, "/api/v1/namespaces/default/pods/web-2")
-            .unwrap();
+            .unwrap()
+            .clone();
         let first = memo.of(&snapshot, &node, &pod);
         assert_eq!(memo.of(&snapshot, &node, &other_pod), first);
         assert_eq!(memo.by_key.len(), cases.len() + 1);

@@ -150,8 +150,15 @@ async fn drive(
                 let derived = attributes.of(&request.method, &request.uri);
                 let arrived = if late { now } else { time.min(now) };
                 for sim in &sims {
-                    let started =
-                        sim.start(&request, &derived, arrived, now, late, options, &alive);
+                    let started = sim.start(
+                        &request,
+                        derived.as_deref(),
+                        arrived,
+                        now,
+                        late,
+                        options,
+                        &alive,
+                    );
                     if let Some((until, seat)) = started {
                         holding.push(until, seat);
                     }
@@ -267,7 +274,7 @@ impl Sim {
     fn start(
         &self,
         request: &TraceRequest,
-        derived: &Result<Derived, RequestInfoError>,
+        derived: Result<&Derived, &RequestInfoError>,
         arrived: Instant,
         now: Instant,
         late: bool,
