@@ -359,14 +359,15 @@ impl FlowControl {
     /// A request answered at once costs no future either: only one that waits in a queue is
     /// boxed, and polled once here as before (its timer registered).
     pub fn start_admit(self: &Arc<Self>, level: LevelHandle, req: AdmitRequest) -> Admitting {
-        self.start_admit_at(level, req, Instant::now())
+        self.start_admit_at(&level, req, Instant::now())
     }
 
     /// [`start_admit`](Self::start_admit) for a request arriving `now`, the clock's reading,
     /// which a caller that has it hands over (`simulate` reads its paused clock once per event).
+    /// The level is borrowed: only a request that waits keeps its queues (in its wait guard).
     pub fn start_admit_at(
         self: &Arc<Self>,
-        level: LevelHandle,
+        level: &LevelHandle,
         req: AdmitRequest,
         now: Instant,
     ) -> Admitting {

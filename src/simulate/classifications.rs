@@ -5,7 +5,7 @@
 //! and class were classified before reuses that classification. At most [`Classifications::CAPACITY`] are kept; the memo
 //! starts over when full, and when the configuration's snapshot changes.
 
-use std::collections::HashMap;
+use std::collections::{hash_map, HashMap};
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
@@ -34,13 +34,14 @@ impl Classifications {
     /// Classifications kept per configuration.
     pub(super) const CAPACITY: usize = 8192;
 
-    /// `identity`'s request with attributes `derived`, classified against `snapshot`'s index.
+    /// `identity`'s request with attributes `derived`, classified against `snapshot`'s index;
+    /// kept until the next call (a reference: its shared names are not counted per request).
     pub(super) fn of(
         &mut self,
         snapshot: &Arc<Snapshot>,
         identity: &Identity,
         derived: &Derived,
-    ) -> Classification {
+    ) -> &Classification {
         if !self
             .snapshot
             .as_ref()
@@ -50,26 +51,33 @@ impl Classifications {
             self.snapshot = Some(Arc::clone(snapshot));
         }
         let key = key(derived.class, &identity.user);
-        if let Some(entry) = self.by_key.get(&key) {
-            if entry.class == derived.class
-                && *entry.user == *identity.user
-                && *entry.groups == *identity.groups
-            {
-                return entry.classification.clone();
-            }
-        }
-        let classification = classify(snapshot.index(), identity, &derived.info);
-        if self.by_key.len() >= Self::CAPACITY {
+        if self.by_key.len() >= Self::CAPACITY && !self.by_key.contains_key(&key) {
             self.by_key.clear();
         }
-        let entry = Entry {
+        let new = || Entry {
             class: derived.class,
             user: identity.user.as_str().into(),
             groups: identity.groups.clone().into_boxed_slice(),
-            classification: classification.clone(),
+            classification: classify(snapshot.index(), identity, &derived.info),
         };
-        self.by_key.insert(key, entry);
-        classification
+        let entry = match self.by_key.entry(key) {
+            hash_map::Entry::Occupied(kept) => {
+                let kept = kept.into_mut();
+                if !kept.is_for(derived.class, identity) {
+                    *kept = new();
+                }
+                kept
+            }
+            hash_map::Entry::Vacant(vacant) => vacant.insert(new()),
+        };
+        &entry.classification
+    }
+}
+
+impl Entry {
+    /// Whether this is the classification of `identity`'s requests of attributes class `class`.
+    fn is_for(&self, class: u64, identity: &Identity) -> bool {
+        self.class == class && *self.user == *identity.user && *self.groups == *identity.groups
     }
 }
 
@@ -159,7 +167,7 @@ mod tests {
         for _ in 0..2 {
             for (who, derived) in cases {
                 let got = memo.of(&snapshot, who, derived);
-                assert_eq!(got, classify(snapshot.index(), who, &derived.info));
+                assert_eq!(*got, classify(snapshot.index(), who, &derived.info));
             }
         }
         // One entry per class and user: n1's lease with other groups took the entry's place.
@@ -173,8 +181,8 @@ mod tests {
             .of(&http::Method::GET, "/api/v1/namespaces/default/pods/web-2")
             .unwrap()
             .clone();
-        let first = memo.of(&snapshot, &node, &pod);
-        assert_eq!(memo.of(&snapshot, &node, &other_pod), first);
+        let first = memo.of(&snapshot, &node, &pod).clone();
+        assert_eq!(*memo.of(&snapshot, &node, &other_pod), first);
         assert_eq!(memo.by_key.len(), cases.len());
         assert_eq!(
             &*memo.of(&snapshot, &node, &lease).flow_schema.name,

@@ -302,12 +302,12 @@ impl Sim {
         let deadlines = deadlines(handling, query, options.request_timeout)
             .or_else(|_| deadlines(handling, None, options.request_timeout));
         let snapshot = self.snapshot();
+        let mut classifications = self.classifications.borrow_mut();
+        // The classification and the level read in place, the memo's and the snapshot's: a
+        // request dispatched at once takes no count of their shared names and queues.
         let prepared = deadlines.ok().and_then(|deadlines| {
-            let classification =
-                self.classifications
-                    .borrow_mut()
-                    .of(&snapshot, &request.identity, derived);
-            FlowRequest::prepare_classified(
+            let classification = classifications.of(&snapshot, &request.identity, derived);
+            FlowRequest::admit_request(
                 classification,
                 &snapshot,
                 &self.estimator,
@@ -319,19 +319,14 @@ impl Sim {
                 now,
             )
             .ok()
+            .map(|(level, admit)| (classification, level, admit))
         });
-        let Some(FlowRequest {
-            classification,
-            level,
-            admit,
-        }) = prepared
-        else {
+        let Some((classification, level, admit)) = prepared else {
             self.recorder.lock().request(false, late);
             return None;
         };
-        // The level's own name and the classification's FlowSchema: nothing allocated.
-        let queues = Arc::clone(level.queues());
-        let flow_schema = Arc::clone(&admit.flow.flow_schema);
+        let queues = level.queues();
+        let flow_schema = &classification.flow_schema_name;
         let admitting = self.flow_control.start_admit_at(level, admit, now);
         let admitting = match (handling, admitting) {
             // Most requests get their seats at once: no task, no timer of their own; the
@@ -341,7 +336,7 @@ impl Sim {
                 self.recorder.lock().dispatched_at_once(
                     late,
                     queues.name(),
-                    &flow_schema,
+                    flow_schema,
                     seat.waited(),
                     in_use,
                 );
@@ -355,17 +350,17 @@ impl Sim {
         {
             let mut recorder = self.recorder.lock();
             recorder.request(false, late);
-            recorder.arrived(queues.name(), &flow_schema);
+            recorder.arrived(queues.name(), flow_schema);
         }
         let admitting = match (handling, admitting) {
             (Handling::Ordinary, Admitting::Decided(admitted)) => {
                 // Refused at once.
                 let _ = record(
                     &self.recorder,
-                    &flow_schema,
+                    flow_schema,
                     &classification.flow_distinguisher,
                     admitted,
-                    &queues,
+                    queues,
                 );
                 return None;
             }
@@ -374,9 +369,10 @@ impl Sim {
         let outcome = Outcome {
             recorder: Arc::clone(&self.recorder),
             priority_level: Arc::clone(queues.name()),
-            flow_schema,
-            distinguisher: classification.flow_distinguisher,
+            flow_schema: Arc::clone(flow_schema),
+            distinguisher: Arc::clone(&classification.flow_distinguisher),
         };
+        let queues = Arc::clone(queues);
         let estimator = self.estimator.clone();
         let open_watches = Arc::clone(&self.open_watches);
         let query = query.map(str::to_owned);
