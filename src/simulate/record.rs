@@ -458,6 +458,8 @@ impl Recorder {
             });
             records.len() - 1
         });
+        // A place found before the level was listed (none) would be stale now.
+        self.recent.clear();
         let entry = &mut self.level_records[at];
         entry.exempt = exempt;
         entry.nominal_limit = nominal_limit;
@@ -676,5 +678,30 @@ impl Recorder {
             notes: Vec::new(),
             start_unix_seconds: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_dispatched_at_once_is_counted_as_by_name_whatever_its_names_addresses() {
+        let mut recorder = Recorder::default();
+        let (level, schema) = (Arc::<str>::from("workload-low"), Arc::<str>::from("sa"));
+        // Before its level is listed: the schema counts it, no level does.
+        recorder.dispatched_at_once(false, &level, &schema, Duration::ZERO, 1);
+        recorder.level("workload-low", false, 10);
+        recorder.dispatched_at_once(false, &level, &schema, Duration::ZERO, 2);
+        // The same names at other addresses.
+        let (again, other) = (Arc::<str>::from("workload-low"), Arc::<str>::from("sa"));
+        recorder.dispatched_at_once(true, &again, &other, Duration::ZERO, 3);
+        let report = recorder.report(Duration::from_secs(1), 600);
+        let l = &report.priority_levels[0];
+        assert_eq!((l.arrivals, l.dispatched, l.max_seats_in_use), (2, 2, 3));
+        let s = &report.flow_schemas[0];
+        assert_eq!((s.arrivals, s.dispatched), (3, 3));
+        assert_eq!(s.priority_level, "workload-low");
+        assert_eq!((report.requests, report.late), (3, 1));
     }
 }
