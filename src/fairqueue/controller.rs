@@ -10,6 +10,7 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -200,6 +201,8 @@ pub struct FlowControl {
     observer: Option<Arc<dyn LevelObserver>>,
     inner: Mutex<Inner>,
     snapshot: RwLock<Arc<Snapshot>>,
+    /// How many snapshots have been published: a caller that keeps one compares this.
+    generation: AtomicU64,
     dropped: Mutex<DroppedRequestsTracker>,
 }
 
@@ -246,6 +249,7 @@ impl FlowControl {
                 levels: fnv::FnvHashMap::default(),
                 by_object: ObjectMap::default(),
             })),
+            generation: AtomicU64::new(0),
             dropped: Mutex::new(DroppedRequestsTracker::new()),
         };
         let problems = fc.apply_config(config, now);
@@ -260,6 +264,14 @@ impl FlowControl {
     /// The current configuration and levels (one read lock and an `Arc` clone).
     pub fn snapshot(&self) -> Arc<Snapshot> {
         Arc::clone(&self.snapshot.read())
+    }
+
+    /// Changes whenever another snapshot is published: a caller that keeps a
+    /// [`snapshot`](Self::snapshot) (`simulate`, per event) compares this plain load instead
+    /// of taking the lock. Read it before the snapshot: a snapshot published in between is
+    /// then taken again on the next comparison, never missed.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// Swaps in a new configuration without losing requests: kept levels are reconfigured in
@@ -347,14 +359,15 @@ impl FlowControl {
     /// A request answered at once costs no future either: only one that waits in a queue is
     /// boxed, and polled once here as before (its timer registered).
     pub fn start_admit(self: &Arc<Self>, level: LevelHandle, req: AdmitRequest) -> Admitting {
-        self.start_admit_at(level, req, Instant::now())
+        self.start_admit_at(&level, req, Instant::now())
     }
 
     /// [`start_admit`](Self::start_admit) for a request arriving `now`, the clock's reading,
     /// which a caller that has it hands over (`simulate` reads its paused clock once per event).
+    /// The level is borrowed: only a request that waits keeps its queues (in its wait guard).
     pub fn start_admit_at(
         self: &Arc<Self>,
-        level: LevelHandle,
+        level: &LevelHandle,
         req: AdmitRequest,
         now: Instant,
     ) -> Admitting {
@@ -467,6 +480,7 @@ impl FlowControl {
             by_object,
         });
         *self.snapshot.write() = snapshot;
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     fn lock_inner(&self) -> MutexGuard<'_, Inner> {

@@ -107,10 +107,43 @@ impl FlowRequest {
         with_details: bool,
         now: Instant,
     ) -> Result<FlowRequest, NoQueues> {
+        let (level, admit) = Self::admit_request(
+            &classification,
+            snapshot,
+            estimator,
+            identity,
+            info,
+            query,
+            wait_limit,
+            with_details,
+            now,
+        )?;
+        Ok(FlowRequest {
+            level: level.clone(),
+            classification,
+            admit,
+        })
+    }
+
+    /// [`FlowRequest::prepare_classified`] without taking anything: the level as `snapshot`
+    /// holds it, and the request for it, from a classification read in place. What
+    /// `simulate` does per request, where the snapshot and the classification outlive the
+    /// admission (no reference counts taken for a request dispatched at once).
+    #[allow(clippy::too_many_arguments)]
+    pub fn admit_request<'s>(
+        classification: &Classification,
+        snapshot: &'s Snapshot,
+        estimator: &WorkEstimator,
+        identity: &Identity,
+        info: &Arc<RequestInfo>,
+        query: Option<&str>,
+        wait_limit: Duration,
+        with_details: bool,
+        now: Instant,
+    ) -> Result<(&'s LevelHandle, AdmitRequest), NoQueues> {
         let level = snapshot
             .level_of(&classification.priority_level)
-            .ok_or_else(|| NoQueues(classification.priority_level.name.clone()))?
-            .clone();
+            .ok_or_else(|| NoQueues(classification.priority_level.name.clone()))?;
         let estimate = estimator.estimate(info, query, level.max_seats(), now);
         let details = with_details.then(|| {
             Arc::new(RequestDetails {
@@ -129,10 +162,6 @@ impl FlowRequest {
             },
             wait_limit,
         };
-        Ok(FlowRequest {
-            classification,
-            level,
-            admit,
-        })
+        Ok((level, admit))
     }
 }

@@ -11,7 +11,6 @@
 //! its path — not the object's name, which no FlowSchema rule can name. The GETs of many pods of
 //! one namespace share one class, so `simulate` classifies them once per user and groups.
 
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -22,54 +21,42 @@ use crate::request_info::{self, RequestInfo, RequestInfoError};
 #[derive(Debug, Default)]
 pub(super) struct Attributes {
     by_method: Vec<(http::Method, Targets)>,
-    kept: usize,
-    /// Classes by what classification reads, and the id of the last class named.
-    classes: HashMap<ClassKey, u64, WordBuildHasher>,
+    /// The attributes kept, in the order derived; the maps hold their places.
+    kept: Vec<Derived>,
+    /// Classes by what classification reads ([`class_key`]), and the id of the last class named.
+    classes: HashMap<Box<[u8]>, u64, WordBuildHasher>,
     last_class: u64,
+    /// The key of the class being looked up, reused.
+    key: Vec<u8>,
 }
 
-/// What classification reads of a request's attributes: hashed and compared on those fields
-/// only, so the attributes are shared rather than copied.
-#[derive(Debug)]
-struct ClassKey(Arc<RequestInfo>);
-
-impl ClassKey {
-    /// The fields classification reads (a non-resource request's path; for a resource request,
-    /// the object's name and path are left out).
-    fn fields(&self) -> (bool, &str, &str, &str, &str, &str, &str) {
-        let info = &*self.0;
-        let path = if info.is_resource_request {
-            ""
-        } else {
-            info.path.as_str()
-        };
-        (
-            info.is_resource_request,
-            &info.verb,
-            &info.api_group,
-            &info.resource,
-            &info.subresource,
-            &info.namespace,
-            path,
-        )
+/// What classification reads of a request's attributes, as one string of bytes: each field
+/// its length, then its bytes. Looked up with one hash and one comparison of contiguous bytes,
+/// not seven fields of a shared `RequestInfo`; copied only for a new class.
+fn class_key(info: &RequestInfo, key: &mut Vec<u8>) {
+    // A non-resource request's path; for a resource request, the object's name and path are
+    // left out.
+    let path = if info.is_resource_request {
+        ""
+    } else {
+        info.path.as_str()
+    };
+    key.clear();
+    key.push(u8::from(info.is_resource_request));
+    for field in [
+        info.verb.as_str(),
+        &info.api_group,
+        &info.resource,
+        &info.subresource,
+        &info.namespace,
+        path,
+    ] {
+        key.extend_from_slice(&field.len().to_le_bytes());
+        key.extend_from_slice(field.as_bytes());
     }
 }
 
-impl PartialEq for ClassKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.fields() == other.fields()
-    }
-}
-
-impl Eq for ClassKey {}
-
-impl std::hash::Hash for ClassKey {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.fields().hash(state);
-    }
-}
-
-type Targets = HashMap<Box<str>, Derived, WordBuildHasher>;
+type Targets = HashMap<Box<str>, usize, WordBuildHasher>;
 
 /// A request's attributes, with the class of what classification reads of them.
 #[derive(Debug, Clone)]
@@ -84,12 +71,13 @@ impl Attributes {
     /// Targets kept (a few MiB at most).
     pub(super) const CAPACITY: usize = 8192;
 
-    /// The attributes of `method` on `target`, as [`request_info::parse`] derives them.
+    /// The attributes of `method` on `target`, as [`request_info::parse`] derives them; kept
+    /// until the next call (a reference: no count of the shared attributes taken per request).
     pub(super) fn of(
         &mut self,
         method: &http::Method,
         target: &str,
-    ) -> Result<Derived, RequestInfoError> {
+    ) -> Result<&Derived, RequestInfoError> {
         let at = match self.by_method.iter().position(|(m, _)| m == method) {
             Some(at) => at,
             None => {
@@ -97,28 +85,33 @@ impl Attributes {
                 self.by_method.len() - 1
             }
         };
-        if let Some(derived) = self.by_method[at].1.get(target) {
-            return Ok(derived.clone());
+        if let Some(&place) = self.by_method[at].1.get(target) {
+            return Ok(&self.kept[place]);
         }
-        let info = Arc::new(request_info::parse(method.as_str(), target)?);
-        if self.kept >= Self::CAPACITY {
+        let info = request_info::parse(method.as_str(), target)?;
+        if self.kept.len() >= Self::CAPACITY {
             for (_, targets) in &mut self.by_method {
                 targets.clear();
             }
             self.classes.clear();
-            self.kept = 0;
+            self.kept.clear();
         }
-        let class = match self.classes.entry(ClassKey(Arc::clone(&info))) {
-            Entry::Occupied(class) => *class.get(),
-            Entry::Vacant(new) => {
+        class_key(&info, &mut self.key);
+        let class = match self.classes.get(&self.key[..]) {
+            Some(class) => *class,
+            None => {
                 self.last_class += 1;
-                *new.insert(self.last_class)
+                self.classes.insert(self.key[..].into(), self.last_class);
+                self.last_class
             }
         };
-        let derived = Derived { class, info };
-        self.by_method[at].1.insert(target.into(), derived.clone());
-        self.kept += 1;
-        Ok(derived)
+        let derived = Derived {
+            class,
+            info: Arc::new(info),
+        };
+        self.by_method[at].1.insert(target.into(), self.kept.len());
+        self.kept.push(derived);
+        Ok(&self.kept[self.kept.len() - 1])
     }
 }
 
@@ -130,32 +123,35 @@ mod tests {
     fn the_attributes_are_those_parse_derives_and_are_shared_per_method_and_target() {
         let mut memo = Attributes::default();
         let target = "/api/v1/namespaces/ns/pods?watch=true&labelSelector=app%3Dweb";
-        let get = memo.of(&http::Method::GET, target).unwrap();
+        let get = memo.of(&http::Method::GET, target).unwrap().clone();
         assert_eq!(*get.info, request_info::parse("GET", target).unwrap());
-        let again = memo.of(&http::Method::GET, target).unwrap();
+        let again = memo.of(&http::Method::GET, target).unwrap().clone();
         assert!(Arc::ptr_eq(&get.info, &again.info));
         assert_eq!(get.class, again.class);
-        let delete = memo.of(&http::Method::DELETE, target).unwrap();
+        let delete = memo.of(&http::Method::DELETE, target).unwrap().clone();
         assert_ne!(delete.class, get.class);
         // Another pod's name, the same class; another namespace, another class.
         let other = memo
             .of(&http::Method::GET, "/api/v1/namespaces/ns/pods/web-2")
-            .unwrap();
+            .unwrap()
+            .clone();
         let same = memo
             .of(
                 &http::Method::GET,
                 "/api/v1/namespaces/ns/pods/web-3?pretty=1",
             )
-            .unwrap();
+            .unwrap()
+            .clone();
         let elsewhere = memo
             .of(&http::Method::GET, "/api/v1/namespaces/other/pods/web-2")
-            .unwrap();
+            .unwrap()
+            .clone();
         assert_eq!(other.class, same.class);
         assert!(!Arc::ptr_eq(&other.info, &same.info));
         assert_ne!(other.class, elsewhere.class);
         // Non-resource requests: the path is what classification reads.
-        let healthz = memo.of(&http::Method::GET, "/healthz").unwrap();
-        let livez = memo.of(&http::Method::GET, "/livez").unwrap();
+        let healthz = memo.of(&http::Method::GET, "/healthz").unwrap().clone();
+        let livez = memo.of(&http::Method::GET, "/livez").unwrap().clone();
         assert_ne!(healthz.class, livez.class);
         let (get, delete) = (get.info, delete.info);
         assert_eq!(delete.verb, "deletecollection");
@@ -174,7 +170,7 @@ mod tests {
             let derived = memo.of(&http::Method::GET, &target).unwrap();
             assert_eq!(derived.info.name, format!("p{i}"));
         }
-        assert_eq!(memo.kept, 10);
+        assert_eq!(memo.kept.len(), 10);
         assert_eq!(memo.classes.len(), 1, "one class, whatever the pods' names");
         let kept: usize = memo.by_method.iter().map(|(_, t)| t.len()).sum();
         assert_eq!(kept, 10);

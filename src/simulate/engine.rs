@@ -6,6 +6,7 @@
 //! virtual instants. Borrowing is adjusted every 10 s of trace time, as in `serve`.
 
 use parking_lot::Mutex;
+use std::cell::{Ref, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use super::record::{Recorder, Sample, SimReport};
 use super::trace::{TraceEvent, TraceRequest};
 use crate::config::Config;
 use crate::fairqueue::borrowing::BORROWING_ADJUSTMENT_PERIOD;
-use crate::fairqueue::controller::{Admitting, FlowControl, FlowControlError};
+use crate::fairqueue::controller::{Admitting, FlowControl, FlowControlError, Snapshot};
 use crate::fairqueue::flow_request::{FlowRequest, Handling};
 use crate::fairqueue::level_queues::{LevelQueues, Rejection, Seat};
 use crate::fairqueue::timeout::deadlines;
@@ -73,8 +74,13 @@ pub(super) struct Sim {
     pub(super) recorder: Arc<Mutex<Recorder>>,
     /// Watches whose end comes as a later [`TraceEvent::Ended`].
     open_watches: Arc<Mutex<HashMap<String, WatchGuard>>>,
-    /// The classifications of the requests seen lately.
-    classifications: Mutex<Classifications>,
+    /// The snapshot of the configuration, with its generation: a simulation never applies
+    /// another configuration, so it is taken once, not under the lock per event; should one be
+    /// swapped in, the generation tells.
+    snapshot: RefCell<(u64, Arc<Snapshot>)>,
+    /// The classifications of the requests seen lately. The driver alone replays requests,
+    /// one at a time on one thread: no lock.
+    classifications: RefCell<Classifications>,
     /// When each of its periodic tasks wakes next.
     background: Vec<NextWake>,
 }
@@ -170,8 +176,15 @@ async fn drive(
                 }
                 let arrived = if late { now } else { time.min(now) };
                 for sim in &sims {
-                    let started =
-                        sim.start(&request, &derived, arrived, now, late, options, &alive);
+                    let started = sim.start(
+                        &request,
+                        derived.as_ref(),
+                        arrived,
+                        now,
+                        late,
+                        options,
+                        &alive,
+                    );
                     if let Some((until, seat)) = started {
                         holding.push(until, seat);
                     }
@@ -239,12 +252,15 @@ impl Sim {
             let pl = &level.priority_level;
             recorder.level(&pl.name, pl.is_exempt(), level.limits.nominal_cl);
         }
+        let generation = flow_control.generation();
+        let snapshot = RefCell::new((generation, flow_control.snapshot()));
         let mut sim = Sim {
+            snapshot,
             flow_control,
             estimator,
             recorder: Arc::new(Mutex::new(recorder)),
             open_watches: Arc::default(),
-            classifications: Mutex::default(),
+            classifications: RefCell::default(),
             background: counts_wake.into_iter().collect(),
         };
         let next = NextWake::new(origin);
@@ -267,6 +283,15 @@ impl Sim {
         Ok(sim)
     }
 
+    /// The configuration's current snapshot: the one kept, unless another was published since.
+    fn snapshot(&self) -> Ref<'_, Arc<Snapshot>> {
+        let generation = self.flow_control.generation();
+        if self.snapshot.borrow().0 != generation {
+            *self.snapshot.borrow_mut() = (generation, self.flow_control.snapshot());
+        }
+        Ref::map(self.snapshot.borrow(), |(_, snapshot)| snapshot)
+    }
+
     /// Replays one request, with its attributes (`derived`), which arrived at `arrived` (the
     /// clock reads that rounded up to the millisecond: `now`). A request dispatched at once (the
     /// common case) returns its seats with the instant they are to be given back, for the driver
@@ -275,7 +300,7 @@ impl Sim {
     fn start(
         &self,
         request: &TraceRequest,
-        derived: &Result<Derived, RequestInfoError>,
+        derived: Result<&Derived, &RequestInfoError>,
         arrived: Instant,
         now: Instant,
         late: bool,
@@ -302,13 +327,13 @@ impl Sim {
         // recording server answered it, so it was valid there.
         let deadlines = deadlines(handling, query, options.request_timeout)
             .or_else(|_| deadlines(handling, None, options.request_timeout));
-        let snapshot = self.flow_control.snapshot();
+        let snapshot = self.snapshot();
+        let mut classifications = self.classifications.borrow_mut();
+        // The classification and the level read in place, the memo's and the snapshot's: a
+        // request dispatched at once takes no count of their shared names and queues.
         let prepared = deadlines.ok().and_then(|deadlines| {
-            let classification =
-                self.classifications
-                    .lock()
-                    .of(&snapshot, &request.identity, derived);
-            FlowRequest::prepare_classified(
+            let classification = classifications.of(&snapshot, &request.identity, derived);
+            FlowRequest::admit_request(
                 classification,
                 &snapshot,
                 &self.estimator,
@@ -320,19 +345,14 @@ impl Sim {
                 now,
             )
             .ok()
+            .map(|(level, admit)| (classification, level, admit))
         });
-        let Some(FlowRequest {
-            classification,
-            level,
-            admit,
-        }) = prepared
-        else {
+        let Some((classification, level, admit)) = prepared else {
             self.recorder.lock().request(false, late);
             return None;
         };
-        // The level's own name and the classification's FlowSchema: nothing allocated.
-        let queues = Arc::clone(level.queues());
-        let flow_schema = Arc::clone(&admit.flow.flow_schema);
+        let queues = level.queues();
+        let flow_schema = &classification.flow_schema_name;
         let admitting = self.flow_control.start_admit_at(level, admit, now);
         let admitting = match (handling, admitting) {
             // Most requests get their seats at once: no task, no timer of their own; the
@@ -342,7 +362,7 @@ impl Sim {
                 self.recorder.lock().dispatched_at_once(
                     late,
                     queues.name(),
-                    &flow_schema,
+                    flow_schema,
                     seat.waited(),
                     in_use,
                 );
@@ -356,17 +376,17 @@ impl Sim {
         {
             let mut recorder = self.recorder.lock();
             recorder.request(false, late);
-            recorder.arrived(queues.name(), &flow_schema);
+            recorder.arrived(queues.name(), flow_schema);
         }
         let admitting = match (handling, admitting) {
             (Handling::Ordinary, Admitting::Decided(admitted)) => {
                 // Refused at once.
                 let _ = record(
                     &self.recorder,
-                    &flow_schema,
+                    flow_schema,
                     &classification.flow_distinguisher,
                     admitted,
-                    &queues,
+                    queues,
                 );
                 return None;
             }
@@ -375,9 +395,10 @@ impl Sim {
         let outcome = Outcome {
             recorder: Arc::clone(&self.recorder),
             priority_level: Arc::clone(queues.name()),
-            flow_schema,
-            distinguisher: classification.flow_distinguisher,
+            flow_schema: Arc::clone(flow_schema),
+            distinguisher: Arc::clone(&classification.flow_distinguisher),
         };
+        let queues = Arc::clone(queues);
         let estimator = self.estimator.clone();
         let open_watches = Arc::clone(&self.open_watches);
         let query = query.map(str::to_owned);

@@ -77,7 +77,7 @@ fn feed(events: impl Iterator<Item = TraceEvent>, tx: &mpsc::SyncSender<Vec<Fed>
 fn fed(attributes: &mut Attributes, event: TraceEvent) -> Fed {
     match event {
         TraceEvent::Request(request) => {
-            let derived = attributes.of(&request.method, &request.uri);
+            let derived = attributes.of(&request.method, &request.uri).cloned();
             Fed::Request(request, derived)
         }
         TraceEvent::Ended { key, at } => Fed::Ended { key, at },

@@ -354,18 +354,8 @@ struct SchemaRecord {
     rejected: Rejected,
 }
 
-/// Counts an arrival classified to `flow_schema` at `priority_level`, and `dispatched` of it
-/// at once. Looked up before it is inserted: no allocation for a schema already counted.
-fn schema_arrived(
-    schemas: &mut HashMap<String, SchemaRecord, WordBuildHasher>,
-    priority_level: &str,
-    flow_schema: &str,
-    dispatched: u64,
-) {
-    let s = match schemas.get_mut(flow_schema) {
-        Some(s) => s,
-        None => schemas.entry(flow_schema.to_string()).or_default(),
-    };
+/// Counts an arrival classified to a schema at `priority_level`, and `dispatched` of it at once.
+fn schema_arrived(s: &mut SchemaRecord, priority_level: &str, dispatched: u64) {
     if s.priority_level.is_empty() {
         s.priority_level = priority_level.to_string();
     }
@@ -373,14 +363,35 @@ fn schema_arrived(
     s.dispatched += dispatched;
 }
 
+/// Slots of [`Recorder::recent`].
+const RECENT: usize = 64;
+
+/// The places of a level's and a schema's records, found by the shared names' addresses.
+#[derive(Debug)]
+struct Recent {
+    /// The names, kept alive here: no other name can take their addresses.
+    priority_level: Arc<str>,
+    flow_schema: Arc<str>,
+    level: Option<usize>,
+    schema: usize,
+}
+
 /// Collects outcomes while a simulation runs.
 ///
-/// Levels and schemas are looked up by name several times per request, by a fast hash (the
-/// names come from the configuration); the report lists them by name.
+/// Levels and schemas are looked up by name, by a fast hash (the names come from the
+/// configuration), or for a request dispatched at once by the addresses of its shared names;
+/// the report lists them by name.
 #[derive(Debug, Default)]
 pub struct Recorder {
-    levels: HashMap<String, LevelRecord, WordBuildHasher>,
-    schemas: HashMap<String, SchemaRecord, WordBuildHasher>,
+    /// Levels by name: their places in `level_records`.
+    levels: HashMap<String, usize, WordBuildHasher>,
+    level_records: Vec<LevelRecord>,
+    /// Schemas by name: their places in `schema_records`.
+    schemas: HashMap<String, usize, WordBuildHasher>,
+    schema_records: Vec<SchemaRecord>,
+    /// For [`dispatched_at_once`](Self::dispatched_at_once), most requests: the places it found
+    /// lately, in slots chosen by the names' addresses (no hash of the names, no comparison).
+    recent: Vec<Option<Recent>>,
     requests: u64,
     bypassed: u64,
     late: u64,
@@ -430,10 +441,9 @@ fn percentiles(h: &Histogram<u64>) -> WaitSeconds {
 impl Recorder {
     /// Makes sure a level is listed (levels nothing reached still appear, with zeros).
     pub fn level(&mut self, name: &str, exempt: bool, nominal_limit: u32) {
-        let entry = self
-            .levels
-            .entry(name.to_string())
-            .or_insert_with(|| LevelRecord {
+        let records = &mut self.level_records;
+        let at = *self.levels.entry(name.to_string()).or_insert_with(|| {
+            records.push(LevelRecord {
                 exempt,
                 nominal_limit,
                 arrivals: 0,
@@ -446,6 +456,11 @@ impl Recorder {
                 interval_rejected: 0,
                 timeline: Vec::new(),
             });
+            records.len() - 1
+        });
+        // A place found before the level was listed (none) would be stale now.
+        self.recent.clear();
+        let entry = &mut self.level_records[at];
         entry.exempt = exempt;
         entry.nominal_limit = nominal_limit;
     }
@@ -465,10 +480,33 @@ impl Recorder {
 
     /// A request was classified to `flow_schema` at `priority_level`.
     pub fn arrived(&mut self, priority_level: &str, flow_schema: &str) {
-        if let Some(l) = self.levels.get_mut(priority_level) {
+        if let Some(l) = self.level_mut(priority_level) {
             l.arrivals += 1;
         }
-        schema_arrived(&mut self.schemas, priority_level, flow_schema, 0);
+        let schema = self.schema_place(flow_schema);
+        schema_arrived(&mut self.schema_records[schema], priority_level, 0);
+    }
+
+    fn level_mut(&mut self, name: &str) -> Option<&mut LevelRecord> {
+        let at = *self.levels.get(name)?;
+        Some(&mut self.level_records[at])
+    }
+
+    fn schema_mut(&mut self, name: &str) -> Option<&mut SchemaRecord> {
+        let at = *self.schemas.get(name)?;
+        Some(&mut self.schema_records[at])
+    }
+
+    /// The place of `name`'s record, listed now if it was not. Looked up before it is
+    /// inserted: no allocation for a schema already counted.
+    fn schema_place(&mut self, name: &str) -> usize {
+        if let Some(&at) = self.schemas.get(name) {
+            return at;
+        }
+        self.schema_records.push(SchemaRecord::default());
+        let at = self.schema_records.len() - 1;
+        self.schemas.insert(name.to_string(), at);
+        at
     }
 
     /// A request ([`request`](Self::request)) classified to `flow_schema` at `priority_level`
@@ -477,17 +515,49 @@ impl Recorder {
     pub fn dispatched_at_once(
         &mut self,
         late: bool,
-        priority_level: &str,
-        flow_schema: &str,
+        priority_level: &Arc<str>,
+        flow_schema: &Arc<str>,
         waited: Duration,
         seats_in_use: u64,
     ) {
         self.request(false, late);
-        if let Some(l) = self.levels.get_mut(priority_level) {
+        let (level, schema) = self.places(priority_level, flow_schema);
+        if let Some(at) = level {
+            let l = &mut self.level_records[at];
             l.arrivals += 1;
             l.dispatch(waited, seats_in_use, self.without_timeline);
         }
-        schema_arrived(&mut self.schemas, priority_level, flow_schema, 1);
+        schema_arrived(&mut self.schema_records[schema], priority_level, 1);
+    }
+
+    /// The places of the level's and the schema's records, by the names' addresses when seen
+    /// lately, else by name.
+    fn places(
+        &mut self,
+        priority_level: &Arc<str>,
+        flow_schema: &Arc<str>,
+    ) -> (Option<usize>, usize) {
+        if self.recent.is_empty() {
+            self.recent.resize_with(RECENT, || None);
+        }
+        let address = |name: &Arc<str>| Arc::as_ptr(name).cast::<u8>() as usize;
+        let slot = ((address(priority_level) ^ address(flow_schema)) >> 4) % RECENT;
+        if let Some(recent) = &self.recent[slot] {
+            if Arc::ptr_eq(&recent.priority_level, priority_level)
+                && Arc::ptr_eq(&recent.flow_schema, flow_schema)
+            {
+                return (recent.level, recent.schema);
+            }
+        }
+        let level = self.levels.get(&**priority_level).copied();
+        let schema = self.schema_place(flow_schema);
+        self.recent[slot] = Some(Recent {
+            priority_level: Arc::clone(priority_level),
+            flow_schema: Arc::clone(flow_schema),
+            level,
+            schema,
+        });
+        (level, schema)
     }
 
     /// It got seats after waiting `waited`; the level then held `seats_in_use`.
@@ -498,10 +568,11 @@ impl Recorder {
         waited: Duration,
         seats_in_use: u64,
     ) {
-        if let Some(l) = self.levels.get_mut(priority_level) {
-            l.dispatch(waited, seats_in_use, self.without_timeline);
+        let without_timeline = self.without_timeline;
+        if let Some(l) = self.level_mut(priority_level) {
+            l.dispatch(waited, seats_in_use, without_timeline);
         }
-        if let Some(s) = self.schemas.get_mut(flow_schema) {
+        if let Some(s) = self.schema_mut(flow_schema) {
             s.dispatched += 1;
         }
     }
@@ -514,21 +585,21 @@ impl Recorder {
         flow_distinguisher: &str,
         reason: RejectReason,
     ) {
-        if let Some(l) = self.levels.get_mut(priority_level) {
+        if let Some(l) = self.level_mut(priority_level) {
             l.rejected.add(reason);
             l.interval_rejected += 1;
             *l.flows
                 .entry((Arc::clone(flow_schema), flow_distinguisher.to_string()))
                 .or_insert(0) += 1;
         }
-        if let Some(s) = self.schemas.get_mut(&**flow_schema) {
+        if let Some(s) = self.schema_mut(flow_schema) {
             s.rejected.add(reason);
         }
     }
 
     /// A timeline sample of one level; counts since the previous sample start again.
     pub fn sample(&mut self, priority_level: &str, mut sample: Sample) {
-        let Some(l) = self.levels.get_mut(priority_level) else {
+        let Some(l) = self.level_mut(priority_level) else {
             return;
         };
         let interval = percentiles(&l.interval_waits);
@@ -544,9 +615,17 @@ impl Recorder {
 
     /// The report; `duration` is the trace time replayed.
     pub fn report(&self, duration: Duration, server_concurrency_limit: u32) -> SimReport {
-        let mut levels: Vec<_> = self.levels.iter().collect();
+        let mut levels: Vec<_> = self
+            .levels
+            .iter()
+            .map(|(name, &at)| (name, &self.level_records[at]))
+            .collect();
         levels.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let mut schemas: Vec<_> = self.schemas.iter().collect();
+        let mut schemas: Vec<_> = self
+            .schemas
+            .iter()
+            .map(|(name, &at)| (name, &self.schema_records[at]))
+            .collect();
         schemas.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let priority_levels = levels
             .into_iter()
@@ -599,5 +678,30 @@ impl Recorder {
             notes: Vec::new(),
             start_unix_seconds: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_dispatched_at_once_is_counted_as_by_name_whatever_its_names_addresses() {
+        let mut recorder = Recorder::default();
+        let (level, schema) = (Arc::<str>::from("workload-low"), Arc::<str>::from("sa"));
+        // Before its level is listed: the schema counts it, no level does.
+        recorder.dispatched_at_once(false, &level, &schema, Duration::ZERO, 1);
+        recorder.level("workload-low", false, 10);
+        recorder.dispatched_at_once(false, &level, &schema, Duration::ZERO, 2);
+        // The same names at other addresses.
+        let (again, other) = (Arc::<str>::from("workload-low"), Arc::<str>::from("sa"));
+        recorder.dispatched_at_once(true, &again, &other, Duration::ZERO, 3);
+        let report = recorder.report(Duration::from_secs(1), 600);
+        let l = &report.priority_levels[0];
+        assert_eq!((l.arrivals, l.dispatched, l.max_seats_in_use), (2, 2, 3));
+        let s = &report.flow_schemas[0];
+        assert_eq!((s.arrivals, s.dispatched), (3, 3));
+        assert_eq!(s.priority_level, "workload-low");
+        assert_eq!((report.requests, report.late), (3, 1));
     }
 }
