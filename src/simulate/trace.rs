@@ -464,16 +464,18 @@ impl<R: BufRead> Lines<R> {
         )))
     }
 
-    /// The next line, not decoded: appended to `text`, with its number and whether it is
-    /// complete (not cut at the limit); `None` at the end of the input. Only once the format is
-    /// known: the lines before it decide it, in order.
+    /// The next line, not decoded: appended to `text` (nothing of a line cut at the limit,
+    /// which is only reported), with its number and whether it is complete; `None` at the end
+    /// of the input. Only once the format is known: the lines before it decide it, in order.
     fn next_raw(&mut self, text: &mut Vec<u8>) -> std::io::Result<Option<(u64, bool)>> {
         debug_assert!(self.format.is_some());
         let Some(complete) = read_bounded_line(&mut self.input, &mut self.buf)? else {
             return Ok(None);
         };
         self.line += 1;
-        text.extend_from_slice(&self.buf);
+        if complete {
+            text.extend_from_slice(&self.buf);
+        }
         Ok(Some((self.line, complete)))
     }
 }

@@ -21,6 +21,9 @@ use super::{decode, Decoded, Lines, TraceFormat};
 const LINES: usize = 256;
 /// Messages in flight: how far ahead of the caller the thread may read.
 const BATCHES: usize = 8;
+/// A raw batch ends once its text holds this much (audit events at `RequestResponse` level carry
+/// whole objects): the lines in flight are bounded in bytes, not only in number.
+const TEXT: usize = 1 << 20;
 /// The caller is handed raw lines while no more than this many batches wait for it.
 const IDLE: usize = 1;
 
@@ -179,8 +182,8 @@ fn decoded_batch<R: BufRead>(lines: &mut Lines<R>) -> (Batch, bool) {
     (Batch::Decoded(batch), false)
 }
 
-/// Up to [`LINES`] lines read, then decoded here unless the caller is to decode them, and
-/// whether the input has ended.
+/// Up to [`LINES`] lines (or [`TEXT`] bytes and one line) read, then decoded here unless the
+/// caller is to decode them, and whether the input has ended.
 fn raw_batch<R: BufRead>(
     lines: &mut Lines<R>,
     format: TraceFormat,
@@ -193,7 +196,7 @@ fn raw_batch<R: BufRead>(
         lines: Vec::with_capacity(LINES),
     };
     let mut end = None;
-    while raw.lines.len() < LINES {
+    while raw.lines.len() < LINES && raw.text.len() < TEXT {
         match lines.next_raw(&mut raw.text) {
             Ok(Some((number, complete))) => raw.lines.push((raw.text.len(), number, complete)),
             Ok(None) => {

@@ -488,6 +488,37 @@ fn long_trace(lines: usize) -> String {
 }
 
 #[test]
+fn reading_ahead_lines_of_whole_objects_and_lines_over_the_limit_read_as_the_caller_would() {
+    // RequestResponse-level events carry whole objects: raw batches end by their bytes, and a
+    // line over the limit is reported, not held.
+    let mut text = long_trace(40);
+    for i in 0..30u64 {
+        let size = if i % 10 == 9 {
+            MAX_LINE_BYTES + 1
+        } else {
+            300_000
+        };
+        let object = "x".repeat(size);
+        text.push_str(&format!(
+            r#"{{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"b{i}","stage":"ResponseComplete","requestURI":"/api/v1/namespaces/ns/configmaps/c{i}","verb":"update","user":{{"username":"big"}},"requestObject":{{"data":"{object}"}},"requestReceivedTimestamp":"2026-11-24T10:01:{:02}.000000Z","stageTimestamp":"2026-11-24T10:01:{:02}.100000Z"}}"#,
+            i, i
+        ));
+        text.push('\n');
+    }
+    let (events, errors, _) = read_all(&text, Duration::from_secs(1));
+    let big = requests(&events)
+        .iter()
+        .filter(|r| r.key.starts_with('b'))
+        .count();
+    assert_eq!(big, 27);
+    let over = errors
+        .iter()
+        .filter(|e| e.message.starts_with("line longer than"))
+        .count();
+    assert_eq!(over, 3);
+}
+
+#[test]
 fn reading_ahead_reads_a_long_trace_as_the_caller_would() {
     let (events, errors, stats) = read_all(&long_trace(3_000), Duration::from_secs(1));
     assert_eq!(
