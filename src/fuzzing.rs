@@ -135,12 +135,18 @@ pub fn trace(bytes: &[u8]) {
     });
     if requests <= 64 && span <= std::time::Duration::from_secs(3600) && !long {
         let config = crate::config::bootstrap();
-        let report = crate::simulate::simulate(
-            events.into_iter(),
+        let options = crate::simulate::SimOptions::default();
+        let one = crate::simulate::simulate_on_this_thread(
+            events.clone().into_iter(),
             &[&config],
-            &crate::simulate::SimOptions::default(),
+            &options,
         )
         .expect("the bootstrap configuration simulates");
+        // With a second CPU the events are fed from a thread of their own: the same replay.
+        let report = crate::simulate::simulate(events.into_iter(), &[&config], &options)
+            .expect("the bootstrap configuration simulates");
+        let json = |r: &[crate::simulate::SimReport]| serde_json::to_string(r).ok();
+        assert_eq!(json(&report), json(&one), "fed ahead, the replay differs");
         assert_eq!(report[0].requests, requests, "every request is replayed");
     }
 }
