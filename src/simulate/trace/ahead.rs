@@ -4,7 +4,7 @@
 //! a line (its JSON, its timestamps) is most of the work of reading a trace, and it needs no
 //! state once the format is known; so a batch goes either decoded, or as its raw lines for the
 //! caller to decode, when the caller has at most one batch waiting ([`Sharing::WhenIdle`]): a
-//! caller that would otherwise wait decodes, and one that is busy (replaying) is not handed
+//! caller that would otherwise wait decodes, and one that is busy (with the replay) is not handed
 //! more. Either way the caller sees the same decoded lines in the same order.
 //!
 //! The lines before the format is known are decoded on the thread, in order: the first line that
