@@ -79,34 +79,6 @@ impl FlowRequest {
         now: Instant,
     ) -> Result<FlowRequest, NoQueues> {
         let classification = classify(snapshot.index(), identity, info);
-        Self::prepare_classified(
-            classification,
-            snapshot,
-            estimator,
-            identity,
-            info,
-            query,
-            wait_limit,
-            with_details,
-            now,
-        )
-    }
-
-    /// [`FlowRequest::prepare`] for a request already classified against `snapshot`'s index
-    /// (`simulate` keeps the classifications of the requests it has seen: a pure function of
-    /// the index, the user, the groups and the attributes).
-    #[allow(clippy::too_many_arguments)]
-    pub fn prepare_classified(
-        classification: Classification,
-        snapshot: &Snapshot,
-        estimator: &WorkEstimator,
-        identity: &Identity,
-        info: &Arc<RequestInfo>,
-        query: Option<&str>,
-        wait_limit: Duration,
-        with_details: bool,
-        now: Instant,
-    ) -> Result<FlowRequest, NoQueues> {
         let (level, admit) = Self::admit_request(
             &classification,
             snapshot,
@@ -125,9 +97,11 @@ impl FlowRequest {
         })
     }
 
-    /// [`FlowRequest::prepare_classified`] without taking anything: the level as `snapshot`
-    /// holds it, and the request for it, from a classification read in place. What
-    /// `simulate` does per request, where the snapshot and the classification outlive the
+    /// [`FlowRequest::prepare`]'s second half, without taking anything: the level as `snapshot`
+    /// holds it, and the request for it, from a classification already made against
+    /// `snapshot`'s index and read in place. What `simulate` does per request: it keeps the
+    /// classifications of the requests it has seen (a pure function of the index, the user, the
+    /// groups and the attributes), and the snapshot and the classification outlive the
     /// admission (no reference counts taken for a request dispatched at once).
     #[allow(clippy::too_many_arguments)]
     pub fn admit_request<'s>(
