@@ -97,8 +97,9 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or(args.options.request_timeout + Duration::from_secs(5)),
         strict: args.strict,
     };
-    // With a second CPU, lines are read and decoded (most of the reading's work) on a thread of
-    // their own while the replay runs: the same events, errors and counts.
+    // With a second CPU, lines are read on a thread of their own and their decoding (most of the
+    // reading's work) shared with the thread `simulate` feeds the replay from: the same events,
+    // errors and counts.
     let mut reader = if std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
         TraceReader::read_ahead(input, trace_options)
             .context("simulate: cannot start the thread that reads the trace")?
