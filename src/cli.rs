@@ -15,6 +15,7 @@ use crate::server::{self, ServeOptions};
 pub mod classify;
 pub mod explain;
 pub mod lint;
+pub mod queueset_run;
 pub mod simulate;
 
 /// Why a command's configuration could not be had.

@@ -10,6 +10,8 @@ mod attributes;
 mod classifications;
 pub mod closed_loop;
 pub mod engine;
+#[doc(hidden)]
+pub mod queueset_scenario;
 mod feed;
 pub mod html;
 pub mod record;
