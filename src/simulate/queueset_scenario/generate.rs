@@ -81,6 +81,15 @@ pub fn generate(seed: u64) -> Scenario {
         })
         .collect();
     let count = rng.range(1, 250) as usize;
+    // The load: the seat-time the requests ask for over the capacity, from light (most are
+    // dispatched at once) to heavy overload (most wait, time out or are rejected).
+    let load = rng.pick(&[0.2, 0.6, 0.9, 1.2, 2.0, 5.0]);
+    let demand: f64 = habits
+        .iter()
+        .map(|&(width, execution, _, _)| f64::from(width) * execution as f64)
+        .sum::<f64>()
+        / flows as f64;
+    let mean_gap = ((demand / f64::from(concurrency_limit) / load) as u64).max(1);
     let mut requests = Vec::with_capacity(count);
     let mut now: u64 = 0;
     while requests.len() < count {
@@ -125,16 +134,11 @@ pub fn generate(seed: u64) -> Scenario {
                 now += rng.range(1, 5);
             }
         }
-        let gap = match rng.range(0, 3) {
-            0 => 0,
-            1 => rng.range(1, 3) * MS,
-            _ => rng.range(1, 40) * MS,
-        };
-        now += if grid {
-            gap
-        } else {
-            gap + rng.range(0, MS / 10)
-        };
+        // Uniform in 0..=2×mean per arrival; on the grid, whole milliseconds.
+        let mean = mean_gap * burst;
+        let gap = rng.range(0, 2 * mean);
+        let gap = if grid { gap / MS * MS } else { gap };
+        now += gap;
     }
     Scenario {
         config: ScenarioConfig {
