@@ -16,7 +16,8 @@
 # version change): its module's dependencies are vendored there from the Go module cache, and the
 # driver file is added to the queueset package with -overlay. Nothing of Kubernetes is copied into
 # the repository. Without network access the module cache must hold them (scripts/kube-apiserver.sh
-# build fills it). CARGO_PROFILE (default: dev) picks the build of kube-apf-proxy.
+# build fills it). CARGO_PROFILE (default: dev) picks the build of kube-apf-proxy;
+# KUBE_APF_PROXY_BIN names a binary already built instead (tests/queueset_differential.rs).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -96,10 +97,14 @@ done
 $have_seeds || usage
 
 build_oracle
-profile="${CARGO_PROFILE:-dev}"
-cargo build --quiet --locked --profile "$profile" --bin kube-apf-proxy
-case "$profile" in
-  dev | test) bin="$root/target/debug/kube-apf-proxy" ;;
-  *) bin="$root/target/$profile/kube-apf-proxy" ;;
-esac
+if [ -n "${KUBE_APF_PROXY_BIN:-}" ]; then
+  bin="$KUBE_APF_PROXY_BIN"
+else
+  profile="${CARGO_PROFILE:-dev}"
+  cargo build --quiet --locked --profile "$profile" --bin kube-apf-proxy
+  case "$profile" in
+    dev | test) bin="$root/target/debug/kube-apf-proxy" ;;
+    *) bin="$root/target/$profile/kube-apf-proxy" ;;
+  esac
+fi
 exec "$bin" queueset-run --oracle "$oracle" "${args[@]}"
