@@ -10,10 +10,10 @@ mod attributes;
 mod classifications;
 pub mod closed_loop;
 pub mod engine;
-#[doc(hidden)]
-pub mod queueset_scenario;
 mod feed;
 pub mod html;
+#[doc(hidden)]
+pub mod queueset_scenario;
 pub mod record;
 pub mod trace;
 pub mod workload;

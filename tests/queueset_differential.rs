@@ -20,10 +20,16 @@ fn our_queue_set_decides_as_the_apiservers_on_200_seeds() {
         .status();
     if !go.is_ok_and(|s| s.success()) {
         let why = "Go is not installed (the oracle is built from k8s.io/apiserver's modules)";
-        assert!(!in_ci(), "CI=true: the differential may not be skipped, but {why}");
+        assert!(
+            !in_ci(),
+            "CI=true: the differential may not be skipped, but {why}"
+        );
         // Straight to the process's stderr: libtest captures `eprintln!` of passing tests.
         use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "skipping the queue-set differential: {why}");
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipping the queue-set differential: {why}"
+        );
         return;
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));

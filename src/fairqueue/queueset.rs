@@ -9,10 +9,16 @@
 //! - a waiting request carries its own deadline; every call first times out the overdue ones, so
 //!   the async layer does not need one lock round-trip per timer;
 //! - after a waiting request leaves (time-out, cancellation) we dispatch at once: the apiserver
-//!   waits for the next event, which can leave a request stuck behind a cancelled wide one;
+//!   waits for the next event, which can leave a request stuck behind a cancelled wide one
+//!   ([`QueueSet::dispatch_when_a_request_leaves`] turns this off; docs/apf-differences.md
+//!   measures it);
 //! - a queue is deleted only once its lingering final seats are released too;
 //! - `totSeatsWaiting` is decremented by the seats that were added (the apiserver subtracts the
 //!   clamped MaxSeats, which drifts when FinalSeats exceeds the limit).
+//!
+//! `scripts/queueset-differential.sh` checks, on random scenarios, that with that one difference
+//! turned off we make the apiserver's decisions: the same dispatch instants and order, rejections
+//! and reasons (`simulate::queueset_scenario`).
 //!
 //! Cost: arrival, cancellation and completion are O(1) in the slab plus O(log n) for the deadline
 //! index of waiting requests; choosing the queue to dispatch from is O(log queues) through an

@@ -234,10 +234,22 @@ impl Scenario {
         )?;
         let queues = small(integer(c, "config", "queues", 1, MAX_CONFIG, None)?);
         let hand_size = small(integer(c, "config", "handSize", 1, 8, None)?);
-        let queue_length_limit =
-            small(integer(c, "config", "queueLengthLimit", 0, MAX_CONFIG, None)?);
-        let concurrency_limit =
-            small(integer(c, "config", "concurrencyLimit", 1, MAX_CONFIG, None)?);
+        let queue_length_limit = small(integer(
+            c,
+            "config",
+            "queueLengthLimit",
+            0,
+            MAX_CONFIG,
+            None,
+        )?);
+        let concurrency_limit = small(integer(
+            c,
+            "config",
+            "concurrencyLimit",
+            1,
+            MAX_CONFIG,
+            None,
+        )?);
         if hand_size > queues {
             return Err(field_error(
                 "config.handSize",
@@ -247,8 +259,7 @@ impl Scenario {
         if let Err(e) = Dealer::new(i64::from(queues), i64::from(hand_size)) {
             return Err(field_error("config.handSize", e));
         }
-        let request_wait_limit_ns =
-            integer(c, "config", "requestWaitLimitNs", 0, MAX_NS, Some(0))?;
+        let request_wait_limit_ns = integer(c, "config", "requestWaitLimitNs", 0, MAX_NS, Some(0))?;
         let list = match top.get("requests") {
             None => return Err(field_error("requests", "missing")),
             Some(Value::Array(list)) => list,
@@ -401,7 +412,9 @@ pub fn run(scenario: &Scenario, behaviour: Behaviour) -> Result<Vec<Outcome>, St
         mutating: false,
     };
     loop {
-        let mut t = order.get(next).map_or(u64::MAX, |&i| requests[i].arrival_ns);
+        let mut t = order
+            .get(next)
+            .map_or(u64::MAX, |&i| requests[i].arrival_ns);
         for state in &book.states {
             match state {
                 State::Waiting { leave_at, .. } => t = t.min(*leave_at),
@@ -418,9 +431,9 @@ pub fn run(scenario: &Scenario, behaviour: Behaviour) -> Result<Vec<Outcome>, St
         let now = t;
         let instant = at(now);
         // 1. Wait limits and contexts that end now.
-        let timeouts = book.states.iter().any(|s| {
-            matches!(s, State::Waiting { cancel_at: None, leave_at, .. } if *leave_at <= now)
-        });
+        let timeouts = book.states.iter().any(
+            |s| matches!(s, State::Waiting { cancel_at: None, leave_at, .. } if *leave_at <= now),
+        );
         if timeouts {
             qs.tick(instant);
             book.collect(&mut qs, now, requests);
@@ -475,9 +488,7 @@ pub fn run(scenario: &Scenario, behaviour: Behaviour) -> Result<Vec<Outcome>, St
             }
             next += 1;
             let wait_limit = (c.request_wait_limit_ns > 0).then(|| now + c.request_wait_limit_ns);
-            let cancel_at = r
-                .deadline_ns
-                .filter(|&d| wait_limit.is_none_or(|w| d < w));
+            let cancel_at = r.deadline_ns.filter(|&d| wait_limit.is_none_or(|w| d < w));
             let leave_at = cancel_at.or(wait_limit).unwrap_or(u64::MAX);
             let arrival = Arrival {
                 estimate: WorkEstimate {

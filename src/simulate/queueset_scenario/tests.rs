@@ -90,7 +90,10 @@ fn generated_scenarios_are_reproducible_and_read_back() {
         assert!(!scenario.requests.is_empty());
         let outcomes = run(&scenario, Behaviour::Apiserver).expect("runs");
         assert_eq!(outcomes.len(), scenario.requests.len());
-        assert!(outcomes.iter().all(|o| !o.outcome.is_empty()), "seed {seed}");
+        assert!(
+            outcomes.iter().all(|o| !o.outcome.is_empty()),
+            "seed {seed}"
+        );
     }
 }
 
