@@ -2,8 +2,8 @@
 //! room below (`app`, `lint`, `simulate`, `admission`, ...) and write to standard output. No room
 //! imports `cli`; domain code a command needs lives in the room it belongs to.
 //!
-//! The flags of the commands that serve live here too ([`flags`]: `serve`'s and `webhook`'s, the
-//! only clap types of the library), with the one mapping of them onto the rooms' plain configs
+//! The flags of the commands that serve live here too ([`flags`]: `serve`'s and `webhook`'s; no
+//! room below `cli` knows clap), with the one mapping of them onto the rooms' plain configs
 //! (`configs`).
 //!
 //! `main.rs` parses the command line and maps results to exit codes; the commands live in the

@@ -432,11 +432,7 @@ async fn watch(options: WebhookConfig, tls: ServerTls, state: Arc<WebhookState>)
         }
         config_digest = now;
         let Ok(files) = read_dir(dir) else { continue };
-        match Reviewer::new(
-            files,
-            options.lint.clone(),
-            options.configmap_label.clone(),
-        ) {
+        match Reviewer::new(files, options.lint.clone(), options.configmap_label.clone()) {
             Ok(reviewer) => {
                 state.replace(reviewer);
                 state.metrics.reload(true);

@@ -1,7 +1,7 @@
 //! The flags of the commands that serve (`kube-apf-proxy serve`, `kube-apf-proxy webhook`), with
 //! kube-apiserver's names and defaults where one exists, and the limits `lint` and `simulate`
-//! share with them. The only room that knows clap: the rooms below are built from plain configs,
-//! which [`super::configs`] fills from these flags.
+//! share with them. `cli` is the only room that knows clap: the rooms below are built from plain
+//! configs, which `cli/configs.rs` fills from these flags.
 //!
 //! Mirrors `pkg/server/options/{secure_serving,authentication,server_run_options}.go`. List flags
 //! take comma-separated values and may repeat, like pflag's `StringSlice`; boolean flags take

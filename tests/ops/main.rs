@@ -127,7 +127,9 @@ impl World {
         let config = kube_apf_proxy::config::load_dir(&config_dir)
             .expect("test configuration")
             .config;
-        let app = App::start(opts.config(), &config).await.expect("app starts");
+        let app = App::start(opts.config(), &config)
+            .await
+            .expect("app starts");
         let (secure, admin) = (app.running().secure_addr(), app.running().admin_addr());
         World {
             fake,

@@ -84,7 +84,13 @@ fn maps_the_listener_flags() {
     assert!(server.admin_secure, "off loopback");
     assert_eq!(
         server.cert_files(),
-        ["/pki/tls.crt", "/pki/tls.key", "/pki/admin.crt", "/pki/admin.key"].map(PathBuf::from)
+        [
+            "/pki/tls.crt",
+            "/pki/tls.key",
+            "/pki/admin.crt",
+            "/pki/admin.key"
+        ]
+        .map(PathBuf::from)
     );
     assert_eq!(server.shutdown_delay, Duration::from_secs(5));
     let defaults = parse(&[]).server_config();
@@ -112,10 +118,7 @@ fn maps_the_authentication_flags() {
     let config = o.config();
     let auth = &config.auth;
     assert_eq!(auth.client_ca_file, Some(PathBuf::from("/pki/ca.crt")));
-    assert_eq!(
-        auth.token_auth_file,
-        Some(PathBuf::from("/pki/tokens.csv"))
-    );
+    assert_eq!(auth.token_auth_file, Some(PathBuf::from("/pki/tokens.csv")));
     assert!(!auth.anonymous);
     let request_header = auth.request_header.as_ref().expect("requestheader");
     assert_eq!(request_header.allowed_names, ["front-proxy-client"]);
@@ -129,7 +132,10 @@ fn maps_the_authentication_flags() {
         defaults.admin_authorizer.allowed_ttl,
         Duration::from_secs(300)
     );
-    assert_eq!(defaults.admin_authorizer.denied_ttl, Duration::from_secs(30));
+    assert_eq!(
+        defaults.admin_authorizer.denied_ttl,
+        Duration::from_secs(30)
+    );
 }
 
 #[test]
@@ -183,5 +189,8 @@ fn maps_the_webhook_flags() {
     assert_eq!(config.configmap_label, ("a".into(), "b".into()));
     assert_eq!(config.lint.max_requests_inflight, 10);
     assert_eq!(config.lint.max_mutating_requests_inflight, 200);
-    assert_eq!(config.lint.request_duration, LintOptions::default().request_duration);
+    assert_eq!(
+        config.lint.request_duration,
+        LintOptions::default().request_duration
+    );
 }
