@@ -338,7 +338,7 @@ pub struct Webhook {
     server: SecureServer,
     tls: ServerTls,
     state: Arc<WebhookState>,
-    options: WebhookConfig,
+    config: WebhookConfig,
 }
 
 /// Why the webhook could not start.
@@ -354,17 +354,17 @@ pub enum WebhookError {
 
 impl Webhook {
     /// Loads the reference configuration, builds TLS and binds the port (0: a free one).
-    pub async fn bind(options: WebhookConfig) -> Result<Webhook, WebhookError> {
-        let reviewer = options.reviewer()?;
+    pub async fn bind(config: WebhookConfig) -> Result<Webhook, WebhookError> {
+        let reviewer = config.reviewer()?;
         let tls = build_server_tls(&TlsSettings {
-            cert_file: options.tls_cert_file.clone(),
-            key_file: options.tls_private_key_file.clone(),
+            cert_file: config.tls_cert_file.clone(),
+            key_file: config.tls_private_key_file.clone(),
             min_version: TlsMinVersion::Tls12,
             cipher_suites: Vec::new(),
             client_ca_roots: Vec::new(),
         })
         .map_err(crate::server::ServerError::from)?;
-        let addr = SocketAddr::new(options.bind_address, options.secure_port);
+        let addr = SocketAddr::new(config.bind_address, config.secure_port);
         let server =
             SecureServer::bind(addr, tls.cell.clone(), ConnectionLimits::default()).await?;
         let state = WebhookState::new(reviewer, AdmissionMetrics::new());
@@ -372,7 +372,7 @@ impl Webhook {
             server,
             tls,
             state,
-            options,
+            config,
         })
     }
 
@@ -395,7 +395,7 @@ impl Webhook {
     pub async fn run(self, shutdown: ShutdownSignal) {
         let state = self.state.clone();
         let handler = move |request: Request<hyper::body::Incoming>| handle(state.clone(), request);
-        let reloads = tokio::spawn(watch(self.options, self.tls, self.state.clone()));
+        let reloads = tokio::spawn(watch(self.config, self.tls, self.state.clone()));
         tracing::info!(addr = %self.server.local_addr(), "Admission webhook serving");
         self.server.serve(Arc::new(handler), shutdown).await;
         reloads.abort();
@@ -404,15 +404,15 @@ impl Webhook {
 
 /// Polls the certificate and configuration files; a changed, valid configuration replaces the
 /// reviewer (an invalid one is logged and counted, and the last good one stays).
-async fn watch(options: WebhookConfig, tls: ServerTls, state: Arc<WebhookState>) {
-    let cert_files: Vec<PathBuf> = options
+async fn watch(config: WebhookConfig, tls: ServerTls, state: Arc<WebhookState>) {
+    let cert_files: Vec<PathBuf> = config
         .tls_cert_file
         .iter()
-        .chain(&options.tls_private_key_file)
+        .chain(&config.tls_private_key_file)
         .cloned()
         .collect();
     let mut cert_digest = files_digest(&cert_files);
-    let mut config_digest = options.config_dir.as_deref().map(dir_digest);
+    let mut config_digest = config.config_dir.as_deref().map(dir_digest);
     let mut ticks = poll_ticks();
     loop {
         ticks.tick().await;
@@ -423,7 +423,7 @@ async fn watch(options: WebhookConfig, tls: ServerTls, state: Arc<WebhookState>)
                 tracing::error!(%error, "Serving certificate reload failed; the current one stays");
             }
         }
-        let Some(dir) = &options.config_dir else {
+        let Some(dir) = &config.config_dir else {
             continue;
         };
         let now = Some(dir_digest(dir));
@@ -432,7 +432,7 @@ async fn watch(options: WebhookConfig, tls: ServerTls, state: Arc<WebhookState>)
         }
         config_digest = now;
         let Ok(files) = read_dir(dir) else { continue };
-        match Reviewer::new(files, options.lint.clone(), options.configmap_label.clone()) {
+        match Reviewer::new(files, config.lint.clone(), config.configmap_label.clone()) {
             Ok(reviewer) => {
                 state.replace(reviewer);
                 state.metrics.reload(true);
@@ -447,8 +447,8 @@ async fn watch(options: WebhookConfig, tls: ServerTls, state: Arc<WebhookState>)
 }
 
 /// `kube-apf-proxy webhook`: serves until SIGTERM or Ctrl-C.
-pub async fn serve(options: WebhookConfig) -> Result<(), WebhookError> {
-    let webhook = Webhook::bind(options).await?;
+pub async fn serve(config: WebhookConfig) -> Result<(), WebhookError> {
+    let webhook = Webhook::bind(config).await?;
     let (trigger, signal) = crate::server::shutdown_channel();
     let running = tokio::spawn(webhook.run(signal));
     crate::server::wait_for_termination().await;
