@@ -1,5 +1,5 @@
 //! What a simulation reports, and its renderings: the model (one [`SimReport`] per
-//! configuration run), the text tables and the JSON of standard output ([`write`]), and the
+//! configuration run), the text tables and the JSON of standard output ([`write()`]), and the
 //! self-contained HTML page ([`html`]).
 //!
 //! A run is labelled: `simulated` alone, `baseline` and `candidate` when a second configuration
@@ -236,3 +236,6 @@ pub fn paired<'a, T>(
         .map(|n| (n, find(baseline, n), find(candidate, n)))
         .collect()
 }
+
+#[cfg(test)]
+mod tests;
