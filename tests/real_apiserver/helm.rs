@@ -472,7 +472,17 @@ async fn every_manifest_in_deploy_passes_a_server_side_dry_run() {
     let Some(api) = KubeApiserver::shared() else {
         return;
     };
+    // The webhook test registers deploy/webhook/'s ValidatingWebhookConfiguration (failurePolicy
+    // Fail for the flow-control ConfigMap in kube-system) while it holds this lock.
+    let _serial = crate::FLOWCONTROL.lock().await;
     stand_in_crds(api).await;
+    // A Pod needs its ServiceAccount to exist (admission); the controller manager that creates
+    // each namespace's `default` is not running here.
+    api.admin_ok(
+        &["apply", "-f", "-"],
+        Some("apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: default, namespace: kube-system}\n"),
+    )
+    .await;
     let mut files = Vec::new();
     let mut dirs = vec![root().join("deploy")];
     while let Some(dir) = dirs.pop() {
