@@ -341,39 +341,25 @@ async fn query_series(prometheus: SocketAddr, promql: &str) -> Option<(String, u
     Some((status, series, json.to_string()))
 }
 
-/// deploy/grafana/kube-apf-proxy.json against a real Prometheus scraping a real proxy under a
-/// little load: a held seat, a queued request, a 429 (queue full), an upstream timeout (504),
-/// answered requests and an identity refusal (401). Every panel's query is valid PromQL and
-/// returns at least one series. The alerts of deploy/prometheus/alerts.yaml are valid PromQL
-/// against the same data (whether they fire is promtool's test: deploy_manifests).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_dashboard_panel_returns_series_from_a_proxy_under_load() {
-    use http::StatusCode;
-    use support::app::{request, AppBuilder};
-    use support::fake_apiserver::FakeApiserver;
-
-    if !prometheus_installed() {
-        eprintln!(
-            "SKIPPED: `prometheus` is not installed (run scripts/install-test-deps.sh as root)"
-        );
-        return;
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dashboard: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(root.join("deploy/grafana/kube-apf-proxy.json"))
-            .expect("dashboard"),
-    )
-    .expect("dashboard JSON");
+/// The dashboard's queries, variables filled in.
+fn dashboard_from_file() -> Vec<(String, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/grafana/kube-apf-proxy.json");
+    let text = std::fs::read_to_string(path).expect("dashboard");
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("dashboard JSON");
     let queries = dashboard_queries(&dashboard);
     assert!(queries.len() >= 10, "{queries:?}");
     for (title, expr) in &queries {
         assert!(!expr.contains('$'), "{title}: a variable left in {expr}");
     }
+    queries
+}
 
-    let fake = FakeApiserver::start_plain().await;
-    // One seat; requests time out after 4 s (so /hang ends as an upstream timeout) and may wait
-    // a quarter of that in the queue.
-    let app = AppBuilder::new(&fake.url)
+/// A proxy over `fake` with one seat for everything, requests that time out after 4 s (so
+/// /hang ends as an upstream timeout) and wait at most a quarter of that in their queue,
+/// impersonation, and a token file with `alice` and `mallory<DEL>` (whose identity cannot be
+/// forwarded).
+async fn dashboard_app(fake: &support::fake_apiserver::FakeApiserver) -> support::app::TestApp {
+    support::app::AppBuilder::new(&fake.url)
         .config(DASHBOARD_LEVELS)
         .flag("--max-requests-inflight=1")
         .flag("--max-mutating-requests-inflight=0")
@@ -382,46 +368,34 @@ async fn every_dashboard_panel_returns_series_from_a_proxy_under_load() {
         .upstream_token("proxy-token")
         .token_file_with("alice-token,alice,alice-uid,\"dev\"\nmallory-token,mallory\u{7f},,\n")
         .start()
-        .await;
+        .await
+}
 
-    // The job name of deploy/prometheus/prometheus.yml and of the chart's ServiceMonitor.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let job = format!(
-        "  - job_name: kube-apf-proxy\n    static_configs:\n      - targets: ['{}']\n",
-        app.app.running().admin_addr()
-    );
-    let config = write_config(dir.path(), &job);
-    let mut prometheus = Prometheus::start(dir.path(), &config);
-    prometheus.first_sample(r#"up{job="kube-apf-proxy"}"#).await;
-
-    // Load: /hang holds the one seat until the upstream times out; one request queues behind
-    // it; the next finds the queue full (429).
+/// `GET path` as alice on a connection of its own, without a deadline; its status.
+fn spawn_get(
+    app: &support::app::TestApp,
+    path: &'static str,
+) -> tokio::task::JoinHandle<http::StatusCode> {
     let client = app.client();
-    let hang = tokio::spawn({
-        let client = client.clone();
-        async move {
-            let mut conn = client.connect().await;
-            let get = request("GET", "/hang", Some("alice-token"), Bytes::new());
-            conn.send_unbounded(get).await.status()
-        }
-    });
+    tokio::spawn(async move {
+        let mut conn = client.connect().await;
+        let get = support::app::request("GET", path, Some("alice-token"), Bytes::new());
+        conn.send_unbounded(get).await.status()
+    })
+}
+
+/// A little load through [`dashboard_app`]: /hang holds the one seat until the upstream times
+/// out (504); one request queues behind it; the next finds the queue full (429); mallory is
+/// refused (401); alice's lists are answered.
+async fn dashboard_load(app: &support::app::TestApp) {
+    use http::StatusCode;
+    let hang = spawn_get(app, "/hang");
     app.wait_level("tiny", "/hang holds the seat", |s| s.executing == 1)
         .await;
-    let queued = tokio::spawn({
-        let client = client.clone();
-        async move {
-            let mut conn = client.connect().await;
-            let get = request(
-                "GET",
-                "/api/v1/namespaces/ns/pods/queued",
-                Some("alice-token"),
-                Bytes::new(),
-            );
-            conn.send_unbounded(get).await.status()
-        }
-    });
+    let queued = spawn_get(app, "/api/v1/namespaces/ns/pods/queued");
     app.wait_level("tiny", "a request waits", |s| s.waiting == 1)
         .await;
+    let client = app.client();
     let rejected = client
         .get("/api/v1/namespaces/ns/pods/x", Some("alice-token"))
         .await;
@@ -442,12 +416,15 @@ async fn every_dashboard_panel_returns_series_from_a_proxy_under_load() {
             .await;
         assert_eq!(ok.status(), StatusCode::OK);
     }
+}
 
-    // Every panel, until each has a series (rates need two scrapes after the load).
+/// Polls each query until it has a series (rates need two scrapes after the load); a query
+/// Prometheus refuses fails at once.
+async fn assert_every_query_has_series(prometheus: SocketAddr, queries: &[(String, String)]) {
     let deadline = Instant::now() + POLL_FOR;
-    for (title, expr) in &queries {
+    for (title, expr) in queries {
         loop {
-            let answer = query_series(prometheus.listen, expr).await;
+            let answer = query_series(prometheus, expr).await;
             if let Some((status, _, body)) = &answer {
                 assert_eq!(status, "success", "panel {title:?}: {expr}\n{body}");
             }
@@ -461,19 +438,50 @@ async fn every_dashboard_panel_returns_series_from_a_proxy_under_load() {
             tokio::time::sleep(POLL_EVERY).await;
         }
     }
+}
 
-    // The alerts' expressions parse and evaluate against the same series.
-    let alerts: serde_yaml::Value = serde_yaml::from_str(
-        &std::fs::read_to_string(root.join("deploy/prometheus/alerts.yaml")).expect("alerts"),
-    )
-    .expect("alerts YAML");
+/// Every alert's expression parses and evaluates (whether it fires is promtool's test, in
+/// deploy_manifests).
+async fn assert_alerts_evaluate(prometheus: SocketAddr) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus/alerts.yaml");
+    let text = std::fs::read_to_string(path).expect("alerts");
+    let alerts: serde_yaml::Value = serde_yaml::from_str(&text).expect("alerts YAML");
     for group in alerts["groups"].as_sequence().expect("groups") {
         for rule in group["rules"].as_sequence().expect("rules") {
             let expr = rule["expr"].as_str().expect("expr");
-            let (status, _, body) = query_series(prometheus.listen, expr)
-                .await
-                .expect("Prometheus answers");
+            let answer = query_series(prometheus, expr).await;
+            let (status, _, body) = answer.expect("Prometheus answers");
             assert_eq!(status, "success", "{:?}: {expr}\n{body}", rule["alert"]);
         }
     }
+}
+
+/// deploy/grafana/kube-apf-proxy.json against a real Prometheus scraping a real proxy under
+/// [`dashboard_load`] (a held seat, a queued request, a 429, an upstream timeout, an identity
+/// refusal, answered requests): every panel's query is valid PromQL and returns at least one
+/// series. The alerts of deploy/prometheus/alerts.yaml evaluate against the same series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_dashboard_panel_returns_series_from_a_proxy_under_load() {
+    if !prometheus_installed() {
+        eprintln!(
+            "SKIPPED: `prometheus` is not installed (run scripts/install-test-deps.sh as root)"
+        );
+        return;
+    }
+    let queries = dashboard_from_file();
+    let fake = support::fake_apiserver::FakeApiserver::start_plain().await;
+    let app = dashboard_app(&fake).await;
+    // The job name of deploy/prometheus/prometheus.yml and of the chart's ServiceMonitor.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = format!(
+        "  - job_name: kube-apf-proxy\n    static_configs:\n      - targets: ['{}']\n",
+        app.app.running().admin_addr()
+    );
+    let config = write_config(dir.path(), &job);
+    let mut prometheus = Prometheus::start(dir.path(), &config);
+    prometheus.first_sample(r#"up{job="kube-apf-proxy"}"#).await;
+
+    dashboard_load(&app).await;
+    assert_every_query_has_series(prometheus.listen, &queries).await;
+    assert_alerts_evaluate(prometheus.listen).await;
 }

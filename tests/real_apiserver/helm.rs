@@ -63,26 +63,6 @@ fn documents(text: &str) -> Vec<Value> {
         .collect()
 }
 
-fn kinds(docs: &[Value]) -> Vec<String> {
-    let mut kinds: Vec<String> = docs
-        .iter()
-        .map(|d| d["kind"].as_str().expect("kind").to_string())
-        .collect();
-    kinds.sort();
-    kinds
-}
-
-fn find<'a>(docs: &'a [Value], kind: &str, name_suffix: &str) -> &'a Value {
-    docs.iter()
-        .find(|d| {
-            d["kind"] == kind
-                && d["metadata"]["name"]
-                    .as_str()
-                    .is_some_and(|n| n.ends_with(name_suffix))
-        })
-        .unwrap_or_else(|| panic!("no {kind} named *{name_suffix} in {:?}", kinds(docs)))
-}
-
 fn strings(value: &Value) -> Vec<String> {
     value
         .as_sequence()
@@ -92,37 +72,196 @@ fn strings(value: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The documented shapes of the values (values.yaml): name, `--set` values.
-const SHAPES: &[(&str, &[&str])] = &[
-    ("default", &[]),
-    ("cluster-config", &["flowControl.source=cluster"]),
-    (
-        "passthrough",
-        &[
+fn repo_yaml(path: &str) -> Value {
+    serde_yaml::from_str(&std::fs::read_to_string(root().join(path)).expect(path)).expect(path)
+}
+
+/// One rendering of the chart: its objects, and the proxy container's `serve` flags parsed as
+/// the binary parses them.
+struct Render {
+    shape: &'static str,
+    namespace: &'static str,
+    docs: Vec<Value>,
+    args: Vec<String>,
+    opts: ServeOptions,
+}
+
+// === impl Render ===
+
+impl Render {
+    fn new(shape: &'static str, namespace: &'static str, text: &str) -> Self {
+        let docs = documents(text);
+        let proxy = Self::component_in(&docs, "Deployment", "proxy");
+        let args = strings(&proxy["spec"]["template"]["spec"]["containers"][0]["args"]);
+        assert_eq!(args[0], "serve", "{shape}");
+        let opts = ServeOptions::try_parse_from(&args[1..])
+            .unwrap_or_else(|e| panic!("{shape}: the chart's flags {args:?} do not parse: {e}"));
+        Render {
+            shape,
+            namespace,
+            docs,
+            args,
+            opts,
+        }
+    }
+
+    fn component_in<'a>(docs: &'a [Value], kind: &str, component: &str) -> &'a Value {
+        docs.iter()
+            .find(|d| {
+                d["kind"] == kind
+                    && d["metadata"]["labels"]["app.kubernetes.io/component"] == component
+            })
+            .unwrap_or_else(|| panic!("no {kind} of component {component}"))
+    }
+
+    /// The object of `kind` whose `app.kubernetes.io/component` label is `component`.
+    fn component(&self, kind: &str, component: &str) -> &Value {
+        Self::component_in(&self.docs, kind, component)
+    }
+
+    fn has(&self, kind: &str) -> bool {
+        self.docs.iter().any(|d| d["kind"] == kind)
+    }
+
+    fn kinds(&self) -> Vec<&str> {
+        self.docs
+            .iter()
+            .filter_map(|d| d["kind"].as_str())
+            .collect()
+    }
+
+    /// The proxy's pod spec.
+    fn pod(&self) -> &Value {
+        &self.component("Deployment", "proxy")["spec"]["template"]["spec"]
+    }
+
+    fn rules(&self) -> Vec<&Value> {
+        let role = self.component("ClusterRole", "proxy");
+        role["rules"].as_sequence().expect("rules").iter().collect()
+    }
+
+    fn grants_verb(&self, verb: &str) -> bool {
+        self.rules()
+            .iter()
+            .any(|r| strings(&r["verbs"]).iter().any(|v| v == verb))
+    }
+
+    fn grants_group(&self, group: &str) -> bool {
+        self.rules().iter().any(|r| r["apiGroups"][0] == group)
+    }
+
+    fn grants_resource(&self, resource: &str) -> bool {
+        self.rules().iter().any(|r| r["resources"][0] == resource)
+    }
+
+    fn has_flag(&self, flag: &str) -> bool {
+        self.args.iter().any(|a| a == flag)
+    }
+
+    /// What every shape keeps: the app.kubernetes.io labels, a locked-down container with HTTPS
+    /// probes and resources, the secure admin listener, the in-cluster upstream, the replicas
+    /// spread and their Service and PodDisruptionBudget selecting them.
+    fn assert_conventions(&self) {
+        let shape = self.shape;
+        for doc in &self.docs {
+            for key in [
+                "app.kubernetes.io/name",
+                "app.kubernetes.io/instance",
+                "app.kubernetes.io/version",
+                "app.kubernetes.io/managed-by",
+                "helm.sh/chart",
+            ] {
+                let labels = &doc["metadata"]["labels"];
+                assert!(
+                    labels[key].is_string(),
+                    "{shape}: {:?} lacks {key}",
+                    doc["kind"]
+                );
+            }
+        }
+        let container = &self.pod()["containers"][0];
+        let security = &container["securityContext"];
+        assert_eq!(security["runAsNonRoot"], true, "{shape}");
+        assert_eq!(security["readOnlyRootFilesystem"], true, "{shape}");
+        assert_eq!(security["allowPrivilegeEscalation"], false, "{shape}");
+        for probe in ["livenessProbe", "readinessProbe"] {
+            let get = &container[probe]["httpGet"];
+            assert_eq!(get["scheme"], "HTTPS", "{shape}: {probe}");
+            assert_eq!(get["port"], "metrics", "{shape}: {probe}");
+        }
+        assert!(container["resources"]["requests"].is_mapping(), "{shape}");
+        assert!(
+            self.opts.admin_secure(),
+            "{shape}: the admin listener is secure"
+        );
+        assert!(
+            self.opts.upstream.is_none(),
+            "{shape}: the in-cluster apiserver"
+        );
+        let selector = &self.component("Deployment", "proxy")["spec"]["selector"]["matchLabels"];
+        let spread = &self.pod()["topologySpreadConstraints"][0];
+        assert_eq!(&spread["labelSelector"]["matchLabels"], selector, "{shape}");
+        if self.has("PodDisruptionBudget") {
+            let pdb = self.component("PodDisruptionBudget", "proxy");
+            assert_eq!(&pdb["spec"]["selector"]["matchLabels"], selector, "{shape}");
+        }
+        let service = self.component("Service", "proxy");
+        assert_eq!(&service["spec"]["selector"], selector, "{shape}");
+    }
+}
+
+/// A documented shape of the values (values.yaml): its `--set` values and what it must render.
+struct Shape {
+    name: &'static str,
+    sets: &'static [&'static str],
+    check: fn(&Render),
+}
+
+const SHAPES: &[Shape] = &[
+    Shape {
+        name: "default",
+        sets: &[],
+        check: check_default,
+    },
+    Shape {
+        name: "cluster-config",
+        sets: &["flowControl.source=cluster"],
+        check: check_cluster_config,
+    },
+    Shape {
+        name: "passthrough",
+        sets: &[
             "identityForwarding=passthrough",
             "authentication.tokenWebhook=false",
         ],
-    ),
-    (
-        "monitoring",
-        &[
+        check: check_passthrough,
+    },
+    Shape {
+        name: "monitoring",
+        sets: &[
             "serviceMonitor.enabled=true",
             "prometheusRule.enabled=true",
             "grafanaDashboard.enabled=true",
         ],
-    ),
-    ("webhook-cert-manager", &["webhook.enabled=true"]),
-    (
-        "webhook-ca-bundle",
-        &[
+        check: check_monitoring,
+    },
+    Shape {
+        name: "webhook-cert-manager",
+        sets: &["webhook.enabled=true"],
+        check: check_webhook,
+    },
+    Shape {
+        name: "webhook-ca-bundle",
+        sets: &[
             "webhook.enabled=true",
             "webhook.certManager.enabled=false",
             "webhook.caBundle=Q0EgUEVN",
         ],
-    ),
-    (
-        "overrides",
-        &[
+        check: check_webhook,
+    },
+    Shape {
+        name: "overrides",
+        sets: &[
             "fullnameOverride=apf",
             "tls.secretName=apf-serving",
             "replicaCount=3",
@@ -131,10 +270,117 @@ const SHAPES: &[(&str, &[&str])] = &[
             "flowControl.configMap.name=my-flowcontrol",
             "podDisruptionBudget.enabled=false",
         ],
-    ),
+        check: check_overrides,
+    },
 ];
 
-/// `helm template` of `shape` as release `release` in `namespace`.
+/// Nothing optional; impersonation, TokenReviews and the chart's own ConfigMap (labelled for the
+/// webhook), no flow-control objects read.
+fn check_default(render: &Render) {
+    for absent in [
+        "ServiceMonitor",
+        "PrometheusRule",
+        "ValidatingWebhookConfiguration",
+    ] {
+        assert!(!render.has(absent), "off by default: {absent}");
+    }
+    assert!(render.grants_verb("impersonate"));
+    assert!(!render.grants_group("flowcontrol.apiserver.k8s.io"));
+    assert!(render.opts.authentication_token_webhook);
+    assert!(render.has_flag("--config-dir=/etc/kube-apf-proxy/flowcontrol"));
+    let configmap = render.component("ConfigMap", "proxy");
+    assert_eq!(
+        configmap["metadata"]["labels"]["kube-apf-proxy.io/flowcontrol-config"],
+        "true"
+    );
+}
+
+fn check_cluster_config(render: &Render) {
+    assert!(render.has_flag("--config-source=cluster"));
+    assert!(render.opts.config_dir.is_none());
+    assert!(
+        !render.has("ConfigMap"),
+        "no ConfigMap: {:?}",
+        render.kinds()
+    );
+    assert!(render.grants_group("flowcontrol.apiserver.k8s.io"));
+}
+
+fn check_passthrough(render: &Render) {
+    assert!(
+        !render.grants_verb("impersonate"),
+        "passthrough impersonates nobody"
+    );
+    assert!(!render.opts.authentication_token_webhook);
+    assert!(!render.grants_resource("tokenreviews"));
+}
+
+/// The PrometheusRule is deploy/prometheus/alerts.yaml, the dashboard ConfigMap
+/// deploy/grafana/kube-apf-proxy.json, and the ServiceMonitor selects the metrics Service.
+fn check_monitoring(render: &Render) {
+    let rule = render.component("PrometheusRule", "metrics");
+    assert_eq!(
+        rule["spec"]["groups"],
+        repo_yaml("deploy/prometheus/alerts.yaml")["groups"]
+    );
+    let dashboard = render.component("ConfigMap", "metrics");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let data = dashboard["data"]["kube-apf-proxy.json"]
+        .as_str()
+        .expect("data");
+    let json: serde_json::Value = serde_json::from_str(data).expect("dashboard JSON");
+    let file = std::fs::read_to_string(root().join("deploy/grafana/kube-apf-proxy.json"));
+    let file: serde_json::Value = serde_json::from_str(&file.expect("dashboard")).expect("JSON");
+    assert_eq!(json, file);
+    let monitor = render.component("ServiceMonitor", "metrics");
+    let service = render.component("Service", "metrics");
+    let selector = monitor["spec"]["selector"]["matchLabels"].as_mapping();
+    for (key, value) in selector.expect("selector") {
+        assert_eq!(
+            &service["metadata"]["labels"][key], value,
+            "the metrics Service is selected"
+        );
+    }
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
+}
+
+/// The webhook's Service selects its pods and both webhooks call that Service; cert-manager's
+/// objects only in the cert-manager shape.
+fn check_webhook(render: &Render) {
+    let hook = render.component("ValidatingWebhookConfiguration", "admission-webhook");
+    let webhook = render.component("Deployment", "admission-webhook");
+    let service = render.component("Service", "admission-webhook");
+    assert_eq!(
+        &service["spec"]["selector"],
+        &webhook["spec"]["selector"]["matchLabels"]
+    );
+    for entry in hook["webhooks"].as_sequence().expect("webhooks") {
+        let called = &entry["clientConfig"]["service"];
+        assert_eq!(called["name"], service["metadata"]["name"]);
+        assert_eq!(called["namespace"], render.namespace);
+    }
+    assert_eq!(
+        render.has("Certificate"),
+        render.shape == "webhook-cert-manager"
+    );
+}
+
+fn check_overrides(render: &Render) {
+    let deployment = render.component("Deployment", "proxy");
+    assert_eq!(deployment["metadata"]["name"], "apf");
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    let last = render.args.last().map(String::as_str);
+    assert_eq!(last, Some("--upstream-max-connections=64"));
+    assert_eq!(render.opts.upstream_max_connections, 64);
+    assert!(render.opts.tls_cert_file.is_some());
+    assert!(!render.has("ConfigMap") && !render.has("PodDisruptionBudget"));
+    assert_eq!(
+        render.pod()["volumes"][1]["configMap"]["name"],
+        "my-flowcontrol"
+    );
+}
+
+/// `helm template` as release `release` in `namespace` with `sets`.
 async fn template(release: &str, namespace: &str, sets: &[&str]) -> String {
     let mut args = vec!["template", release, CHART, "--namespace", namespace];
     for set in sets {
@@ -202,30 +448,6 @@ async fn server_dry_run(api: &KubeApiserver, what: &str, yaml: &str) {
     );
 }
 
-/// The proxy container's `serve` flags, parsed as the binary parses them.
-fn serve_options(deployment: &Value) -> (Vec<String>, ServeOptions) {
-    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
-    let args = strings(&container["args"]);
-    assert_eq!(args[0], "serve");
-    let opts = ServeOptions::try_parse_from(&args[1..])
-        .unwrap_or_else(|e| panic!("the chart's flags {args:?} do not parse: {e}"));
-    (args, opts)
-}
-
-fn cluster_role_rules(docs: &[Value]) -> Vec<&Value> {
-    find(docs, "ClusterRole", "")["rules"]
-        .as_sequence()
-        .expect("rules")
-        .iter()
-        .collect()
-}
-
-fn grants(docs: &[Value], verb: &str) -> bool {
-    cluster_role_rules(docs)
-        .iter()
-        .any(|r| strings(&r["verbs"]).iter().any(|v| v == verb))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_lints_renders_every_shape_and_the_apiserver_accepts_it() {
     let Some(api) = KubeApiserver::shared() else {
@@ -236,203 +458,19 @@ async fn the_chart_lints_renders_every_shape_and_the_apiserver_accepts_it() {
     let ns = "rt-helm-template";
     namespace(api, ns).await;
 
-    for (shape, sets) in SHAPES {
-        let rendered = template("rt", ns, sets).await;
-        let docs = documents(&rendered);
-        let kinds = kinds(&docs);
-        for doc in &docs {
-            let labels = &doc["metadata"]["labels"];
-            for key in [
-                "app.kubernetes.io/name",
-                "app.kubernetes.io/instance",
-                "app.kubernetes.io/version",
-                "app.kubernetes.io/managed-by",
-                "helm.sh/chart",
-            ] {
-                assert!(
-                    labels[key].is_string(),
-                    "{shape}: {:?} lacks {key}",
-                    doc["kind"]
-                );
-            }
-        }
-        let deployment = find(
-            &docs,
-            "Deployment",
-            if *shape == "overrides" {
-                "apf"
-            } else {
-                "rt-kube-apf-proxy"
-            },
-        );
-        let (args, opts) = serve_options(deployment);
-        let pod = &deployment["spec"]["template"]["spec"];
-        let container = &pod["containers"][0];
-        let security = &container["securityContext"];
-        assert_eq!(security["runAsNonRoot"], true, "{shape}");
-        assert_eq!(security["readOnlyRootFilesystem"], true, "{shape}");
-        assert_eq!(security["allowPrivilegeEscalation"], false, "{shape}");
-        for probe in ["livenessProbe", "readinessProbe"] {
-            assert_eq!(
-                container[probe]["httpGet"]["scheme"], "HTTPS",
-                "{shape}: {probe}"
-            );
-            assert_eq!(
-                container[probe]["httpGet"]["port"], "metrics",
-                "{shape}: {probe}"
-            );
-        }
-        assert!(container["resources"]["requests"].is_mapping(), "{shape}");
-        assert!(
-            opts.admin_secure(),
-            "{shape}: the admin listener is secure off loopback"
-        );
-        assert!(opts.upstream.is_none(), "{shape}: the in-cluster apiserver");
-        let selector = &deployment["spec"]["selector"]["matchLabels"];
-        let spread = &pod["topologySpreadConstraints"][0];
-        assert_eq!(&spread["labelSelector"]["matchLabels"], selector, "{shape}");
-        if let Some(pdb) = docs.iter().find(|d| {
-            d["kind"] == "PodDisruptionBudget"
-                && !d["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .ends_with("-webhook")
-        }) {
-            assert_eq!(&pdb["spec"]["selector"]["matchLabels"], selector, "{shape}");
-        }
-        let service = find(
-            &docs,
-            "Service",
-            if *shape == "overrides" {
-                "apf"
-            } else {
-                "rt-kube-apf-proxy"
-            },
-        );
-        assert_eq!(&service["spec"]["selector"], selector, "{shape}");
-
-        match *shape {
-            "default" => {
-                for absent in [
-                    "ServiceMonitor",
-                    "PrometheusRule",
-                    "ValidatingWebhookConfiguration",
-                ] {
-                    assert!(
-                        !kinds.iter().any(|k| k == absent),
-                        "off by default: {absent}"
-                    );
-                }
-                assert!(grants(&docs, "impersonate"), "impersonate mode");
-                assert!(!cluster_role_rules(&docs)
-                    .iter()
-                    .any(|r| r["apiGroups"][0] == "flowcontrol.apiserver.k8s.io"));
-                assert!(opts.authentication_token_webhook);
-                assert!(args
-                    .iter()
-                    .any(|a| a == "--config-dir=/etc/kube-apf-proxy/flowcontrol"));
-                let configmap = find(&docs, "ConfigMap", "-flowcontrol");
-                assert_eq!(
-                    configmap["metadata"]["labels"]["kube-apf-proxy.io/flowcontrol-config"],
-                    "true"
-                );
-            }
-            "cluster-config" => {
-                assert!(args.iter().any(|a| a == "--config-source=cluster"));
-                assert!(opts.config_dir.is_none());
-                assert!(
-                    !kinds.iter().any(|k| k == "ConfigMap"),
-                    "no ConfigMap: {kinds:?}"
-                );
-                assert!(cluster_role_rules(&docs)
-                    .iter()
-                    .any(|r| r["apiGroups"][0] == "flowcontrol.apiserver.k8s.io"));
-            }
-            "passthrough" => {
-                assert!(
-                    !grants(&docs, "impersonate"),
-                    "passthrough impersonates nobody"
-                );
-                assert!(!opts.authentication_token_webhook);
-                assert!(!cluster_role_rules(&docs)
-                    .iter()
-                    .any(|r| r["resources"][0] == "tokenreviews"));
-            }
-            "monitoring" => {
-                let rule = find(&docs, "PrometheusRule", "rt-kube-apf-proxy");
-                let alerts: Value = serde_yaml::from_str(
-                    &std::fs::read_to_string(root().join("deploy/prometheus/alerts.yaml"))
-                        .expect("alerts"),
-                )
-                .expect("alerts YAML");
-                assert_eq!(rule["spec"]["groups"], alerts["groups"]);
-                let dashboard = find(&docs, "ConfigMap", "-dashboard");
-                assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
-                let json: serde_json::Value = serde_json::from_str(
-                    dashboard["data"]["kube-apf-proxy.json"]
-                        .as_str()
-                        .expect("dashboard data"),
-                )
-                .expect("dashboard JSON");
-                let file: serde_json::Value = serde_json::from_str(
-                    &std::fs::read_to_string(root().join("deploy/grafana/kube-apf-proxy.json"))
-                        .expect("dashboard"),
-                )
-                .expect("JSON");
-                assert_eq!(json, file);
-                let monitor = find(&docs, "ServiceMonitor", "rt-kube-apf-proxy");
-                let metrics = find(&docs, "Service", "-metrics");
-                for (key, value) in monitor["spec"]["selector"]["matchLabels"]
-                    .as_mapping()
-                    .expect("selector")
-                {
-                    assert_eq!(
-                        &metrics["metadata"]["labels"][key], value,
-                        "the ServiceMonitor selects the metrics Service"
-                    );
-                }
-                assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
-            }
-            "webhook-cert-manager" | "webhook-ca-bundle" => {
-                let hook = find(&docs, "ValidatingWebhookConfiguration", "rt-kube-apf-proxy");
-                let webhook = find(&docs, "Deployment", "-webhook");
-                let service = find(&docs, "Service", "-webhook");
-                assert_eq!(
-                    &service["spec"]["selector"],
-                    &webhook["spec"]["selector"]["matchLabels"]
-                );
-                for entry in hook["webhooks"].as_sequence().expect("webhooks") {
-                    assert_eq!(
-                        entry["clientConfig"]["service"]["name"],
-                        service["metadata"]["name"]
-                    );
-                    assert_eq!(entry["clientConfig"]["service"]["namespace"], ns);
-                }
-                let cert_manager = kinds.iter().any(|k| k == "Certificate");
-                assert_eq!(cert_manager, *shape == "webhook-cert-manager");
-            }
-            "overrides" => {
-                assert_eq!(deployment["spec"]["replicas"], 3);
-                assert_eq!(
-                    args.last().map(String::as_str),
-                    Some("--upstream-max-connections=64")
-                );
-                assert_eq!(opts.upstream_max_connections, 64);
-                assert!(opts.tls_cert_file.is_some());
-                assert!(
-                    !kinds
-                        .iter()
-                        .any(|k| k == "ConfigMap" || k == "PodDisruptionBudget"),
-                    "{kinds:?}"
-                );
-                assert_eq!(pod["volumes"][1]["configMap"]["name"], "my-flowcontrol");
-            }
-            other => panic!("untested shape {other}"),
-        }
-        server_dry_run(api, &format!("helm template ({shape})"), &rendered).await;
+    for shape in SHAPES {
+        let rendered = template("rt", ns, shape.sets).await;
+        let render = Render::new(shape.name, ns, &rendered);
+        render.assert_conventions();
+        (shape.check)(&render);
+        let what = format!("helm template ({})", shape.name);
+        server_dry_run(api, &what, &rendered).await;
     }
+    assert_typos_are_refused_with_their_path().await;
+}
 
-    // A typo in the values is refused with its path.
+/// A typo in the values is refused by values.schema.json, naming the field's path.
+async fn assert_typos_are_refused_with_their_path() {
     for (set, path, field) in [
         ("serviceMonitr.enabled=true", "at ''", "'serviceMonitr'"),
         (
@@ -529,8 +567,8 @@ async fn can_i(api: &KubeApiserver, account: &str, args: &[&str]) -> bool {
     answer == "yes"
 }
 
-/// What the proxy's ServiceAccount may do in each mode: (can-i arguments, allowed in the default
-/// values (impersonate, ConfigMap), allowed with `flowControl.source=cluster` and
+/// What the proxy's ServiceAccount may do: (can-i arguments, allowed with the default values
+/// (impersonate, ConfigMap), allowed with `flowControl.source=cluster` and
 /// `identityForwarding=passthrough`).
 const PERMISSIONS: &[(&[&str], bool, bool)] = &[
     (
@@ -642,69 +680,92 @@ async fn may_impersonate(
     allowed.trim() == "true"
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn helm_install_grants_the_proxy_exactly_what_it_needs() {
-    let Some(api) = KubeApiserver::shared() else {
-        return;
-    };
-    let kubeconfig = api.path("admin.kubeconfig");
-    let kubeconfig = kubeconfig.to_str().expect("UTF-8 path");
-    let releases: [(&str, &str, &[&str]); 2] = [
-        ("rt-default", "rt-helm-default", &[]),
-        (
-            "rt-cluster",
-            "rt-helm-cluster",
-            &[
-                "--set",
-                "flowControl.source=cluster",
-                "--set",
-                "identityForwarding=passthrough",
-            ],
-        ),
-    ];
-    for (index, (release, ns, sets)) in releases.iter().enumerate() {
+/// A release installed by the test: its name, namespace and `--set` values; `impersonates` and
+/// `mounts_configmap` say what its values ask for.
+struct Release {
+    name: &'static str,
+    namespace: &'static str,
+    sets: &'static [&'static str],
+    impersonates: bool,
+    mounts_configmap: bool,
+}
+
+const RELEASES: [Release; 2] = [
+    Release {
+        name: "rt-default",
+        namespace: "rt-helm-default",
+        sets: &[],
+        impersonates: true,
+        mounts_configmap: true,
+    },
+    Release {
+        name: "rt-cluster",
+        namespace: "rt-helm-cluster",
+        sets: &[
+            "flowControl.source=cluster",
+            "identityForwarding=passthrough",
+        ],
+        impersonates: false,
+        mounts_configmap: false,
+    },
+];
+
+// === impl Release ===
+
+impl Release {
+    fn fullname(&self) -> String {
+        format!("{}-kube-apf-proxy", self.name)
+    }
+
+    fn account(&self) -> String {
+        format!(
+            "system:serviceaccount:{}:{}",
+            self.namespace,
+            self.fullname()
+        )
+    }
+
+    /// `helm ARGS --namespace NS --kubeconfig ADMIN`.
+    async fn helm(&self, api: &KubeApiserver, args: &[&str]) -> String {
+        let kubeconfig = api.path("admin.kubeconfig");
+        let mut all = args.to_vec();
+        all.extend(["--namespace", self.namespace]);
+        all.extend(["--kubeconfig", kubeconfig.to_str().expect("UTF-8 path")]);
+        helm_ok(&all).await
+    }
+
+    async fn install(&self, api: &KubeApiserver) {
         let mut args = vec![
             "install",
-            release,
+            self.name,
             CHART,
-            "--namespace",
-            ns,
             "--create-namespace",
-            "--kubeconfig",
-            kubeconfig,
             "--timeout=120s",
         ];
-        args.extend_from_slice(sets);
-        helm_ok(&args).await;
-        let status = helm_ok(&[
-            "status",
-            release,
-            "--namespace",
-            ns,
-            "--kubeconfig",
-            kubeconfig,
-        ])
-        .await;
+        for set in self.sets {
+            args.extend(["--set", set]);
+        }
+        self.helm(api, &args).await;
+        let status = self.helm(api, &["status", self.name]).await;
         assert!(status.contains("STATUS: deployed"), "{status}");
+    }
 
-        // The objects exist (their pods never run here: no kubelet, no controller manager).
-        let selector = format!("app.kubernetes.io/instance={release}");
-        let objects = api
-            .admin_ok(
-                &[
-                    "get",
-                    "deployments,services,serviceaccounts,configmaps,poddisruptionbudgets",
-                    "-n",
-                    ns,
-                    "-l",
-                    &selector,
-                    "-o",
-                    "name",
-                ],
-                None,
-            )
-            .await;
-        let fullname = format!("{release}-kube-apf-proxy");
+    /// The release's objects exist (their pods never run here: no kubelet, no controller manager).
+    async fn assert_objects(&self, api: &KubeApiserver) {
+        let selector = format!("app.kubernetes.io/instance={}", self.name);
+        let kinds = "deployments,services,serviceaccounts,configmaps,poddisruptionbudgets";
+        let args = [
+            "get",
+            kinds,
+            "-n",
+            self.namespace,
+            "-l",
+            &selector,
+            "-o",
+            "name",
+        ];
+        let objects = api.admin_ok(&args, None).await;
+        let fullname = self.fullname();
         for object in [
             format!("deployment.apps/{fullname}"),
             format!("service/{fullname}"),
@@ -717,56 +778,65 @@ async fn helm_install_grants_the_proxy_exactly_what_it_needs() {
                 "{object} in {objects}"
             );
         }
-        assert_eq!(
-            objects
-                .lines()
-                .any(|l| l == format!("configmap/{fullname}-flowcontrol")),
-            index == 0,
-            "the ConfigMap only with flowControl.source=configMap: {objects}"
-        );
+        let configmap = format!("configmap/{fullname}-flowcontrol");
+        let has_configmap = objects.lines().any(|l| l == configmap);
+        assert_eq!(has_configmap, self.mounts_configmap, "{objects}");
         api.admin_ok(&["get", "clusterrole", &fullname], None).await;
+    }
 
-        let account = format!("system:serviceaccount:{ns}:{fullname}");
+    /// The ServiceAccount may do what [`PERMISSIONS`] says for its mode, and impersonate UIDs
+    /// and extras (the extra's key is the subresource) only in impersonate mode.
+    async fn assert_permissions(&self, api: &KubeApiserver) {
+        let account = self.account();
         for (permission, default, cluster) in PERMISSIONS {
-            let want = if index == 0 { *default } else { *cluster };
-            assert_eq!(
-                can_i(api, &account, permission).await,
-                want,
-                "{release}: can {account} {permission:?}?"
-            );
+            let want = if self.mounts_configmap {
+                *default
+            } else {
+                *cluster
+            };
+            let got = can_i(api, &account, permission).await;
+            assert_eq!(got, want, "{}: can {account} {permission:?}?", self.name);
         }
-        // The caller's UID and an extra (its key is the subresource) go as Impersonate-Uid and
-        // Impersonate-Extra-KEY, in impersonate mode only.
         for (resource, subresource) in [
             ("uids", ""),
             ("userextras", "scopes"),
             ("userextras", "authentication.kubernetes.io/credential-id"),
         ] {
+            let got = may_impersonate(api, &account, self.namespace, resource, subresource).await;
+            let what = format!("{resource}/{subresource}");
             assert_eq!(
-                may_impersonate(api, &account, ns, resource, subresource).await,
-                index == 0,
-                "{release}: may {account} impersonate {resource}/{subresource}?"
+                got, self.impersonates,
+                "{}: may {account} impersonate {what}?",
+                self.name
             );
         }
     }
 
-    for (release, ns, _) in releases {
-        helm_ok(&[
-            "uninstall",
-            release,
-            "--namespace",
-            ns,
-            "--kubeconfig",
-            kubeconfig,
-        ])
-        .await;
-        let fullname = format!("{release}-kube-apf-proxy");
+    /// `helm uninstall` removes the cluster-wide objects too.
+    async fn uninstall(&self, api: &KubeApiserver) {
+        self.helm(api, &["uninstall", self.name]).await;
         let out = api
-            .admin_kubectl(&["get", "clusterrole", &fullname], None)
+            .admin_kubectl(&["get", "clusterrole", &self.fullname()], None)
             .await;
         assert!(
             !out.status.success(),
-            "uninstall removes the ClusterRole {fullname}"
+            "uninstall removes the ClusterRole of {}",
+            self.name
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_install_grants_the_proxy_exactly_what_it_needs() {
+    let Some(api) = KubeApiserver::shared() else {
+        return;
+    };
+    for release in &RELEASES {
+        release.install(api).await;
+        release.assert_objects(api).await;
+        release.assert_permissions(api).await;
+    }
+    for release in &RELEASES {
+        release.uninstall(api).await;
     }
 }
