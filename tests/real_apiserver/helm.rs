@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use kube_apf_proxy::server::ServeOptions;
+use kube_apf_proxy::cli::ServeOptions;
 use serde_yaml::Value;
 
 use crate::both;
