@@ -495,7 +495,12 @@ async fn forwarded_authentication_is_by_the_credential_that_travels() {
             Some(&stranger),
             Ok(("user-good1", AuthMethod::TokenReview)),
         ),
-        ("unknown CA alone", HeaderMap::new(), Some(&stranger), Err(None)),
+        (
+            "unknown CA alone",
+            HeaderMap::new(),
+            Some(&stranger),
+            Err(None),
+        ),
         (
             "nothing",
             HeaderMap::new(),
@@ -547,7 +552,10 @@ async fn forwarded_authentication_without_token_authenticators_never_uses_the_ce
             );
         } else {
             assert!(
-                matches!(got, Err(AuthError::NotForwarded(AuthMethod::ClientCertificate))),
+                matches!(
+                    got,
+                    Err(AuthError::NotForwarded(AuthMethod::ClientCertificate))
+                ),
                 "{got:?}"
             );
         }
@@ -559,6 +567,9 @@ async fn forwarded_authentication_without_token_authenticators_never_uses_the_ce
             user_and_method(&got),
             Some(("admin", AuthMethod::ClientCertificate))
         );
-        assert_eq!(auth.stats().attempts(AttemptResult::Failure), u64::from(!anonymous));
+        assert_eq!(
+            auth.stats().attempts(AttemptResult::Failure),
+            u64::from(!anonymous)
+        );
     }
 }

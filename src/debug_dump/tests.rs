@@ -383,7 +383,10 @@ fn control_characters_in_cells_never_start_a_row_or_a_column() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
     let row = lines[1];
-    assert!(!row.contains(['\t', '\r', '\u{1b}', '\u{7f}', '\u{85}']), "{row}");
+    assert!(
+        !row.contains(['\t', '\r', '\u{1b}', '\u{7f}', '\u{85}']),
+        "{row}"
+    );
     for escaped in [
         r"eve\x1b[2J,",
         r"eve\r\u0085,",

@@ -293,7 +293,10 @@ mod tests {
             );
         });
         assert_eq!(text.lines().count(), 1, "{text}");
-        let fields = text.split_once("Request ").map_or("", |(_, f)| f).trim_end();
+        let fields = text
+            .split_once("Request ")
+            .map_or("", |(_, f)| f)
+            .trim_end();
         assert_eq!(
             fields,
             concat!(
@@ -319,7 +322,14 @@ mod tests {
             }
         }
         let want = [
-            "method", "user", "groups", "empty", "tab", "path", "status", "duration_ms",
+            "method",
+            "user",
+            "groups",
+            "empty",
+            "tab",
+            "path",
+            "status",
+            "duration_ms",
         ];
         assert_eq!(keys, want, "{text}");
     }

@@ -117,7 +117,14 @@ fn bearer(token: &str) -> String {
 async fn check(world: &TlsWorld, app: &TestApp, case: &Case<'_>) {
     for version in [Version::HTTP_11, Version::HTTP_2] {
         let name = format!("{} over {version:?}", case.name);
-        let forwarded = || world.fake.requests().iter().filter(|r| r.path == POD).count();
+        let forwarded = || {
+            world
+                .fake
+                .requests()
+                .iter()
+                .filter(|r| r.path == POD)
+                .count()
+        };
         let before = forwarded();
         let mut get = request("GET", POD, case.token, Bytes::new());
         for (header, value) in case.headers {
@@ -271,10 +278,7 @@ async fn passthrough_classifies_every_combination_as_the_credential_that_travels
     for version in [Version::HTTP_11, Version::HTTP_2] {
         let response = app.client_with(None, version).get(POD, None).await;
         assert_eq!(response.status(), StatusCode::OK);
-        assert_eq!(
-            pf_headers(&response).0.as_deref(),
-            Some("anonymous-fs-uid")
-        );
+        assert_eq!(pf_headers(&response).0.as_deref(), Some("anonymous-fs-uid"));
         assert!(world
             .fake
             .last_request_to(POD)
@@ -287,8 +291,8 @@ async fn passthrough_classifies_every_combination_as_the_credential_that_travels
 /// certificate and a token is classified as one with only the token (anonymous), never as its
 /// certificate — and never exempt.
 #[tokio::test]
-async fn without_token_authenticators_a_certificate_with_a_token_is_classified_as_the_token_alone(
-) {
+async fn without_token_authenticators_a_certificate_with_a_token_is_classified_as_the_token_alone()
+{
     let world = TlsWorld::start(false).await;
     let app = AppBuilder::for_world(&world)
         .client_ca()

@@ -166,7 +166,9 @@ async fn an_idle_http2_client_that_never_answers_is_closed_at_91s() {
     assert_eq!(connected.elapsed().as_secs(), 91);
     // A GOAWAY (type 0x7) was sent before the close.
     assert!(
-        frames.windows(4).any(|w| w[0] == 0x7 && w[1] == 0 && w[2..] == [0, 0]),
+        frames
+            .windows(4)
+            .any(|w| w[0] == 0x7 && w[1] == 0 && w[2..] == [0, 0]),
         "no GOAWAY in {frames:?}"
     );
 }
@@ -251,7 +253,12 @@ async fn more_than_a_mebibyte_of_headers_gets_431_over_http1_and_http2() {
     // Once a response arrived, the server's SETTINGS (256 KiB frames) apply: the header block
     // takes 5 frames, within the CONTINUATION flood limit.
     let (small, _) = client
-        .send_request(Request::get("https://localhost/").body(()).expect("request"), true)
+        .send_request(
+            Request::get("https://localhost/")
+                .body(())
+                .expect("request"),
+            true,
+        )
         .expect("send");
     assert_eq!(small.await.expect("response").status(), StatusCode::OK);
     let mut client = client.ready().await.expect("ready");

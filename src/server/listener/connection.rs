@@ -236,7 +236,6 @@ pub(super) const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
 pub(super) const DEFAULT_MAX_HEADERS: usize = 8192;
 
 /// The three protocol configurations: by ALPN, or sniffed when the client offered none.
-
 struct Builders {
     sniff: auto::Builder<TokioExecutor>,
     http1: auto::Builder<TokioExecutor>,
