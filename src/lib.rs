@@ -16,7 +16,7 @@
 //!   borrowing, work estimation, level queues, shadows), `classify`;
 //! - the ground: `config`, `request_info`, `auth`, `server`, `upstream`;
 //! - leaves every room may use: `backoff`, `body`, `causes`, `status`, `debug_dump`, `duration`,
-//!   `file_watch`, `read_tap`, `shuffle_sharding`.
+//!   `file_watch`, `read_tap`, `shuffle_sharding`, `yaml`.
 
 pub mod admission;
 pub mod app;
@@ -44,3 +44,4 @@ pub mod shuffle_sharding;
 pub mod simulate;
 pub mod status;
 pub mod upstream;
+pub mod yaml;

@@ -6,8 +6,7 @@
 
 pub mod prescan;
 
-use serde::Deserialize;
-use serde_yaml::{Mapping, Value};
+use crate::yaml::{Mapping, Value};
 
 use super::field::{go_quote, FieldError};
 use super::raw::{decode_object, ApiVersion, RawObject, GROUP};
@@ -113,8 +112,8 @@ pub fn parse_file(file: &str, text: &str, format: Format) -> ParsedFile {
 /// The documents before the first syntax error, and that error.
 fn yaml_documents(text: &str) -> (Vec<Value>, Option<String>) {
     let mut docs = Vec::new();
-    for de in serde_yaml::Deserializer::from_str(text) {
-        match Value::deserialize(de) {
+    for doc in crate::yaml::documents(text) {
+        match doc {
             Ok(mut v) => {
                 // `<<` merge keys, which the apiserver's YAML decoder also applies.
                 if let Err(e) = v.apply_merge() {
@@ -134,7 +133,7 @@ fn json_documents(text: &str) -> (Vec<Value>, Option<String>) {
     for v in serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>() {
         let converted = v
             .map_err(|e| format!("invalid JSON: {e}"))
-            .and_then(|v| serde_yaml::to_value(v).map_err(|e| format!("invalid JSON: {e}")));
+            .and_then(|v| crate::yaml::to_value(v).map_err(|e| format!("invalid JSON: {e}")));
         match converted {
             Ok(v) => docs.push(v),
             Err(e) => return (docs, Some(e)),

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_yaml::{Mapping, Value};
+use crate::yaml::{Mapping, Value};
 
 use super::*;
 use crate::config::field::{go_quote, FieldError, FieldPath};

@@ -1,7 +1,7 @@
 //! From the model back to raw objects, and from raw objects to `flowcontrol.apiserver.k8s.io/v1`
 //! YAML values (for `config dump` and for comparing against the mandatory objects).
 
-use serde_yaml::{Mapping, Value};
+use crate::yaml::{Mapping, Value};
 
 use super::*;
 use crate::config::model::*;
