@@ -32,6 +32,7 @@ pub mod debug_dump;
 pub mod duration;
 pub mod fairqueue;
 pub mod file_watch;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod lint;
