@@ -8,7 +8,7 @@ use super::model::*;
 use super::raw::*;
 
 /// A valid raw FlowSchema as the model's FlowSchema.
-pub fn flow_schema(fs: &RawFlowSchema) -> Option<FlowSchema> {
+pub(in crate::config) fn flow_schema(fs: &RawFlowSchema) -> Option<FlowSchema> {
     let distinguisher_method = match fs.spec.distinguisher_method.as_deref() {
         None => None,
         Some("ByUser") => Some(DistinguisherMethod::ByUser),
@@ -71,7 +71,9 @@ fn subject(s: &RawSubject) -> Option<Subject> {
 }
 
 /// A valid raw PriorityLevelConfiguration as the model's PriorityLevel.
-pub fn priority_level(pl: &RawPriorityLevelConfiguration) -> Option<PriorityLevel> {
+pub(in crate::config) fn priority_level(
+    pl: &RawPriorityLevelConfiguration,
+) -> Option<PriorityLevel> {
     let spec = match pl.spec.type_.as_str() {
         "Exempt" => {
             let e = pl.spec.exempt.clone().unwrap_or_default();

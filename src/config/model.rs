@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 /// Name of the mandatory exempt FlowSchema and priority level.
-pub const EXEMPT: &str = "exempt";
+pub(in crate::config) const EXEMPT: &str = "exempt";
 /// Name of the mandatory catch-all FlowSchema and priority level.
 pub const CATCH_ALL: &str = "catch-all";
 

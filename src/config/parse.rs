@@ -23,7 +23,7 @@ pub enum Format {
 
 /// Where an object came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Origin {
+pub(in crate::config) struct Origin {
     /// The file, as it is named in problems.
     pub file: String,
     /// The document in the file, from 1.
@@ -55,7 +55,7 @@ impl Origin {
 
 /// One decoded object with where it came from and the problems found while decoding it.
 #[derive(Debug, Clone)]
-pub struct ParsedObject {
+pub(in crate::config) struct ParsedObject {
     /// Where it came from.
     pub origin: Origin,
     /// The object, with zero values where decoding failed.
@@ -66,7 +66,7 @@ pub struct ParsedObject {
 
 /// What one file holds.
 #[derive(Debug, Default)]
-pub struct ParsedFile {
+pub(in crate::config) struct ParsedFile {
     /// The objects of the two kinds we know.
     pub objects: Vec<ParsedObject>,
     /// Errors that are not about one object (syntax, documents that are not objects).
@@ -76,7 +76,7 @@ pub struct ParsedFile {
 }
 
 /// Splits `text` into documents and decodes every object in them.
-pub fn parse_file(file: &str, text: &str, format: Format) -> ParsedFile {
+pub(in crate::config) fn parse_file(file: &str, text: &str, format: Format) -> ParsedFile {
     let mut out = ParsedFile::default();
     // Bounded before the parser sees it: serde_yaml reads every event of a document before it
     // checks its depth (see `prescan`). Size is bounded where the text comes from a stranger
