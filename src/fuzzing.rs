@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::WatchEvent;
 use crate::auth::Identity;
 use crate::config_source::objects::{ClusterObjects, Kind as WatchKind};
 use crate::config_source::watch_stream::{WatchDecoder, WatchStreamError};
-use crate::simulate::trace::{TraceEvent, TraceOptions, TraceReader, TraceStats};
 use crate::simulate::queueset_scenario::{run as run_scenario, Behaviour, Scenario};
+use crate::simulate::trace::{TraceEvent, TraceOptions, TraceReader, TraceStats};
 use crate::simulate::workload::Workload;
 
 /// Parses token-file text (`--token-auth-file`'s CSV) into its `(token, identity)` records, in
@@ -144,7 +144,10 @@ fn event_time(event: &TraceEvent) -> Duration {
 pub fn trace_read(bytes: &[u8]) -> Vec<TraceEvent> {
     let (items, stats) = read_all(TraceReader::new(bytes, trace_options(false)));
     let malformed = items.iter().filter(|item| item.is_err()).count() as u64;
-    assert_eq!(malformed, stats.malformed, "every malformed line is reported");
+    assert_eq!(
+        malformed, stats.malformed,
+        "every malformed line is reported"
+    );
     let events: Vec<TraceEvent> = items.iter().flatten().cloned().collect();
     let requests = events
         .iter()
@@ -213,7 +216,10 @@ pub fn trace_replay(bytes: &[u8]) {
         .expect("the bootstrap configuration simulates");
     let json = |r: &[crate::simulate::SimReport]| serde_json::to_string(r).ok();
     assert_eq!(json(&report), json(&one), "fed ahead, the replay differs");
-    assert_eq!(report[0].requests, stats.requests, "every request is replayed");
+    assert_eq!(
+        report[0].requests, stats.requests,
+        "every request is replayed"
+    );
 }
 
 /// Reads `text` as a `simulate --workload` file. Invariants: nothing panics; a workload read is

@@ -534,7 +534,11 @@ mod tests {
         assert_eq!(grown.len(), whole.len());
         assert_eq!(percentiles(&grown), percentiles(&whole));
         for q in [0.0, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0] {
-            assert_eq!(grown.value_at_quantile(q), whole.value_at_quantile(q), "{q}");
+            assert_eq!(
+                grown.value_at_quantile(q),
+                whole.value_at_quantile(q),
+                "{q}"
+            );
         }
     }
 }
