@@ -204,7 +204,7 @@ enum ObjectCountEntry {
 pub fn read_object_counts(path: &Path) -> anyhow::Result<Vec<(String, ObjectStats)>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--object-counts {}: cannot read", path.display()))?;
-    let counts: std::collections::BTreeMap<String, ObjectCountEntry> = serde_yaml::from_str(&text)
+    let counts: std::collections::BTreeMap<String, ObjectCountEntry> = crate::yaml::from_str(&text)
         .with_context(|| {
             format!(
                 "{}: expected a map from resource to object count, e.g. `pods: 5000` or \
