@@ -64,11 +64,16 @@ for _ in $(seq 1 100); do
   fi
   sleep 0.1
 done
-# The apiserver's object counts (a list's work estimate) refresh each minute.
-echo "real-apf-simulate.sh: apiserver alone at $server (limits $mri/$mmri); waiting 65 s for its object counts" >&2
-sleep 65
+# The apiserver's object counts (a list's work estimate) refresh each minute: wait (at most 150 s)
+# until it counts the 500 ConfigMaps, so that its list cost does not change during the load.
+echo "real-apf-simulate.sh: apiserver alone at $server (limits $mri/$mmri); waiting for its object counts" >&2
+for _ in $(seq 1 30); do
+  k get --raw /metrics >"$dir/before.metrics"
+  grep -qE '^apiserver_resource_objects\{group="",resource="configmaps"\} ([5-9][0-9]{2}|[0-9]{4,})$' \
+    "$dir/before.metrics" && break
+  sleep 5
+done
 # What the apiserver's list estimate reads (its ConfigMap count and size), for simulate's.
-k get --raw /metrics >"$dir/before.metrics"
 python3 "$root/scripts/real-apf-simulate.py" object-counts "$dir/before.metrics" >"$base/object-counts.yaml"
 python3 "$root/scripts/closed-loop.py" "$server" /api/v1/namespaces/bench-list/configmaps "$secs" \
   "$dir/requests.txt" "alice:alice-token:$heavy" "bob:bob-token:$light"
