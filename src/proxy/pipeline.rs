@@ -489,11 +489,8 @@ impl Proxy {
             info: request.info,
             flow: None,
         };
-        let entered = FrontDoor::new(&snapshot, &self.estimator).enter(
-            request,
-            Instant::now(),
-            &mut noted,
-        );
+        let entered =
+            FrontDoor::new(&snapshot, &self.estimator).enter(request, Instant::now(), &mut noted);
         let FlowRequest {
             classification: class,
             level,

@@ -90,7 +90,9 @@ impl RequestOptions {
     /// The options of a decoded query.
     pub(super) fn of(query: &ListQuery<'_>) -> RequestOptions {
         RequestOptions {
-            list: query.sets_list_options().then(|| Box::new(list_options(query))),
+            list: query
+                .sets_list_options()
+                .then(|| Box::new(list_options(query))),
             timeout: timeout(query.timeout.as_deref()),
         }
     }
@@ -121,7 +123,9 @@ fn list_options(query: &ListQuery<'_>) -> Result<ListOptions, ListOptionsError> 
     };
     int("timeoutSeconds", query.timeout_seconds.as_deref())?;
     let text = |value: &Option<std::borrow::Cow<'_, str>>| {
-        value.as_deref().map_or_else(CompactString::default, CompactString::from)
+        value
+            .as_deref()
+            .map_or_else(CompactString::default, CompactString::from)
     };
     Ok(ListOptions {
         label_selector: text(&query.label_selector),

@@ -28,10 +28,12 @@ use tokio::time::Instant;
 use super::engine::{Outcome, Sim, SimError, SimOptions, TICK};
 use super::record::{ClientRecord, SimReport};
 use super::workload::{Client, Workload};
-use crate::config::Config;
 use crate::classify::Classification;
+use crate::config::Config;
 use crate::fairqueue::controller::{self, LevelHandle};
-use crate::fairqueue::flow_request::{Described, FlowRequest, FrontDoor, Handling, NotAdmitted, Sink};
+use crate::fairqueue::flow_request::{
+    Described, FlowRequest, FrontDoor, Handling, NotAdmitted, Sink,
+};
 use crate::fairqueue::level_queues::{LevelQueues, Rejection, Seat};
 use crate::fairqueue::timeout::Deadlines;
 use crate::fairqueue::WorkEstimate;

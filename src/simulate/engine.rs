@@ -418,9 +418,7 @@ impl Sim {
                 return;
             };
             match handling {
-                Handling::Watch => {
-                    hold_watch(seat, held, &info, &estimator, &open_watches).await
-                }
+                Handling::Watch => hold_watch(seat, held, &info, &estimator, &open_watches).await,
                 _ => {
                     tokio::time::sleep(held.duration.unwrap_or_default()).await;
                     drop(seat);

@@ -30,11 +30,11 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kube_apf_proxy::auth::Identity;
 use kube_apf_proxy::fairqueue::timeout::effective_timeout;
-use kube_apf_proxy::request_info::{RequestOptions, Timeout};
 use kube_apf_proxy::proxy::{
     error_response, ForgeableHeaders, ForwardRequest, Forwarder, ForwarderConfig,
     IdentityForwarding, ProxyError,
 };
+use kube_apf_proxy::request_info::{RequestOptions, Timeout};
 use kube_apf_proxy::upstream::{UpstreamClient, UpstreamConfig};
 use tokio::net::TcpListener;
 

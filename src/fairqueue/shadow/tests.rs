@@ -7,9 +7,9 @@ use std::time::Duration;
 use prometheus::Registry;
 
 use super::*;
+use crate::auth::Identity;
 use crate::config::load::{load_sources, SourceFile};
 use crate::config::parse::Format;
-use crate::auth::Identity;
 use crate::request_info;
 
 fn config() -> Config {

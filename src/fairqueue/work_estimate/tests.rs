@@ -181,7 +181,8 @@ async fn size_based_list_table() {
         ),
     ];
     for (verb, name, query, max_seats, want) in cases {
-        let e = estimate(&est, 
+        let e = estimate(
+            &est,
             &info(verb, "", "pods", "", name),
             Some(query),
             *max_seats,
@@ -219,7 +220,13 @@ async fn count_based_list_table() {
         ("list", "", "limit=x", 10),
     ];
     for (verb, name, query, want) in cases {
-        let e = estimate(&est, &info(verb, "", "pods", "", name), Some(query), None, now);
+        let e = estimate(
+            &est,
+            &info(verb, "", "pods", "", name),
+            Some(query),
+            None,
+            now,
+        );
         assert_eq!(e.initial_seats, *want, "{verb} {query}");
     }
 }
@@ -233,7 +240,8 @@ async fn unknown_resources_take_one_seat() {
         ("metrics.k8s.io", "pods"),
         ("apps", "pods"),
     ] {
-        let e = estimate(&est, 
+        let e = estimate(
+            &est,
             &info("list", group, resource, "", ""),
             Some("resourceVersionMatch=Exact"),
             None,
@@ -281,15 +289,13 @@ async fn unknown_object_size_is_taken_as_one_and_a_half_megabytes() {
     );
     let pods = info("list", "", "pods", "", "");
     assert_eq!(
-        estimate(&est, &pods, Some("resourceVersionMatch=Exact"), None, now)
-            .initial_seats,
+        estimate(&est, &pods, Some("resourceVersionMatch=Exact"), None, now).initial_seats,
         45
     );
     assert_eq!(estimate(&est, &pods, None, None, now).initial_seats, 10);
     est.objects().set("pods", ObjectStats::default(), now);
     assert_eq!(
-        estimate(&est, &pods, Some("resourceVersionMatch=Exact"), None, now)
-            .initial_seats,
+        estimate(&est, &pods, Some("resourceVersionMatch=Exact"), None, now).initial_seats,
         1,
         "no objects"
     );
@@ -307,8 +313,7 @@ async fn without_consistent_reads_from_cache_unversioned_lists_read_storage() {
     let pods = info("list", "", "pods", "", "");
     assert_eq!(estimate(&est, &pods, None, None, now).initial_seats, 20);
     assert_eq!(
-        estimate(&est, &pods, Some("resourceVersion=0"), None, now)
-            .initial_seats,
+        estimate(&est, &pods, Some("resourceVersion=0"), None, now).initial_seats,
         10
     );
 }
@@ -322,7 +327,8 @@ async fn watches_take_one_seat_without_the_watch_list_gate() {
     };
     let est = WorkEstimator::new(config);
     est.objects().set("pods", PODS, now);
-    let e = estimate(&est, 
+    let e = estimate(
+        &est,
         &info("watch", "", "pods", "", ""),
         Some("sendInitialEvents=true"),
         None,
@@ -336,7 +342,8 @@ async fn group_resources_are_keyed_resource_dot_group() {
     let now = Instant::now();
     let est = WorkEstimator::default();
     est.objects().set("deployments.apps", PODS, now);
-    let e = estimate(&est, 
+    let e = estimate(
+        &est,
         &info("list", "apps", "deployments", "", ""),
         Some("continue=x"),
         None,
@@ -354,7 +361,11 @@ fn register_n(
     query: Option<&str>,
 ) -> Vec<WatchGuard> {
     (0..n)
-        .map(|_| tracker.register(&with_query(watch, query)).expect("a watch"))
+        .map(|_| {
+            tracker
+                .register(&with_query(watch, query))
+                .expect("a watch")
+        })
         .collect()
 }
 
@@ -378,7 +389,8 @@ fn mutating_requests_pay_for_interested_watchers() {
         let est = WorkEstimator::default();
         let _guards = register_n(est.watches(), watchers, &watch, None);
         for verb in ["create", "update", "patch", "delete"] {
-            let e = estimate(&est, 
+            let e = estimate(
+                &est,
                 &info(verb, "", "configmaps", "ns", "cm"),
                 None,
                 max_seats,
@@ -402,7 +414,8 @@ fn three_watchers_times_fifteen_milliseconds_split_over_two_seats() {
         &info("watch", "", "secrets", "", ""),
         None,
     );
-    let e = estimate(&est, 
+    let e = estimate(
+        &est,
         &info("update", "", "secrets", "ns", "s"),
         None,
         Some(1),
@@ -442,7 +455,8 @@ fn disabled_mutating_estimator_charges_the_minimum() {
     };
     let est = WorkEstimator::new(config);
     let _g = register_n(est.watches(), 100, &info("watch", "", "pods", "", ""), None);
-    let e = estimate(&est, 
+    let e = estimate(
+        &est,
         &info("create", "", "pods", "ns", ""),
         None,
         None,

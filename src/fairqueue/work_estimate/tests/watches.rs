@@ -67,7 +67,9 @@ fn pod_watches_indexed_by_node_are_not_counted() {
     ];
     let update = info("update", "", "pods", "ns", "p");
     for (query, counted) in queries {
-        let guard = tracker.register(&with_query(&pods, query)).expect("a watch");
+        let guard = tracker
+            .register(&with_query(&pods, query))
+            .expect("a watch");
         assert_eq!(
             tracker.interested_watch_count(&update),
             counted,
