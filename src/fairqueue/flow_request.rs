@@ -79,13 +79,25 @@ impl<'a> Described<'a> {
         info: &'a Arc<RequestInfo>,
         request_timeout: Duration,
     ) -> Result<Described<'a>, InvalidTimeout> {
-        let handling = Handling::of(info);
+        let (handling, deadlines) = Described::terms(info, request_timeout)?;
         Ok(Described {
             identity,
             info,
             handling,
-            deadlines: deadlines(handling, info, request_timeout)?,
+            deadlines,
         })
+    }
+
+    /// What of the description the attributes alone give: the handling, and the deadlines
+    /// under `--request-timeout` = `request_timeout`. The pipeline needs them before it
+    /// authenticates the caller (the apiserver's deadline filter answers a bad `?timeout=`
+    /// before authentication).
+    pub fn terms(
+        info: &RequestInfo,
+        request_timeout: Duration,
+    ) -> Result<(Handling, Deadlines), InvalidTimeout> {
+        let handling = Handling::of(info);
+        Ok((handling, deadlines(handling, info, request_timeout)?))
     }
 
     /// [`Described::new`] for a request replayed from a record: a `?timeout=` the apiserver

@@ -40,7 +40,7 @@ use crate::fairqueue::flow_request::{
 };
 use crate::fairqueue::level_queues::{Rejection, Seat};
 use crate::fairqueue::shadow::{self, Shadow, ShadowTickets};
-use crate::fairqueue::timeout::{deadlines, Deadlines};
+use crate::fairqueue::timeout::Deadlines;
 use crate::fairqueue::work_estimate::{WatchGuard, WorkEstimator};
 use crate::fairqueue::WorkEstimate;
 use crate::metrics::{FlowMetrics, Metrics};
@@ -389,9 +389,8 @@ impl Proxy {
         // never reaches a queue.
         // Shared with the context (for the access log) rather than copied field by field.
         let info = Arc::new(attributes(request)?);
-        let handling = Handling::of(&info);
         ctx.info = Some(Arc::clone(&info));
-        let deadlines = deadlines(handling, &info, self.request_timeout)?;
+        let (handling, deadlines) = Described::terms(&info, self.request_timeout)?;
         let identity = self.authenticate(ctx, slot).await?;
         // Before anything else sees it: an identity the upstream would not read back unchanged
         // is refused whole, and no later stage can forward one that was not checked.
