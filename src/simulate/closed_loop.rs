@@ -26,7 +26,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::engine::{Outcome, Sim, SimError, SimOptions, TICK};
-use super::record::{ClientRecord, SimReport};
+use super::record::ClientRecord;
+use super::report::SimReport;
 use super::workload::{Client, Workload};
 use crate::classify::Classification;
 use crate::config::Config;
