@@ -143,7 +143,7 @@ pub fn parse(method: &str, target: &str) -> Result<RequestInfo, RequestInfoError
 
 /// The value a field selector requires `field` to equal exactly (`field=v` or `field==v`), or
 /// `None` when it does not (including when the selector does not parse): the one reading of
-/// field selectors, shared with the attributes' `metadata.name` (see [`field_selector_exact_match`]).
+/// field selectors, shared with the attributes' `metadata.name`.
 pub fn field_requires_exact_match(selector: &str, field: &str) -> Option<String> {
     list_options::exact_match(selector, field)
         .ok()
