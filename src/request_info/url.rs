@@ -152,7 +152,7 @@ pub(super) fn parse_query(raw_query: &str) -> ListQuery<'_> {
 }
 
 /// Every parameter of a raw query string, in order, as Go's `url.ParseQuery` decodes them
-/// ([`query_pairs`], each value unescaped; a piece whose value does not unescape is left out).
+/// (the pieces it keeps, each value unescaped; a piece whose value does not unescape is left out).
 pub fn query_params(raw_query: &str) -> Vec<(String, String)> {
     query_pairs(raw_query)
         .filter_map(|(key, value)| {
