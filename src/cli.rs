@@ -83,7 +83,18 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<ExitCode> {
     disable_transparent_huge_pages();
     let runtime = runtime()?;
     runtime.block_on(async {
-        let app = crate::app::App::start(opts.config(), &config).await?;
+        let app = crate::app::App::start(opts.config(), &config)
+            .await
+            .map_err(|error| {
+                let flag = match &error {
+                    crate::app::StartError::Server(server) => listener_flag(server),
+                    _ => None,
+                };
+                match flag {
+                    Some(flag) => anyhow::Error::new(error).context(flag),
+                    None => anyhow::Error::new(error),
+                }
+            })?;
         server::wait_for_termination().await;
         app.shutdown().await;
         tracing::info!("Stopped");
@@ -196,6 +207,37 @@ pub fn webhook(opts: WebhookOptions) -> anyhow::Result<ExitCode> {
             problems.iter().for_each(|p| eprintln!("{p}"));
             Ok(ExitCode::from(1))
         }
+        Err(crate::admission::WebhookError::Server(error)) => match listener_flag(&error) {
+            Some(flag) => Err(anyhow::Error::new(error).context(flag)),
+            None => Err(error.into()),
+        },
         Err(e) => Err(e.into()),
     }
+}
+
+/// The flag that set the address a listener could not bind, with its value: `--admin-address`
+/// for the admin listener; for the secure one (the webhook's too) `--secure-port` when the port
+/// is taken or refused, `--bind-address` when the address is not the machine's, both otherwise.
+fn listener_flag(error: &server::ServerError) -> Option<String> {
+    use std::io::ErrorKind;
+    let server::ServerError::Bind {
+        listener,
+        addr,
+        source,
+    } = error
+    else {
+        return None;
+    };
+    Some(match (listener, source.kind()) {
+        (server::Listener::Admin, _) => format!("--admin-address {addr}"),
+        (server::Listener::Secure, ErrorKind::AddrInUse | ErrorKind::PermissionDenied) => {
+            format!("--secure-port {}", addr.port())
+        }
+        (server::Listener::Secure, ErrorKind::AddrNotAvailable) => {
+            format!("--bind-address {}", addr.ip())
+        }
+        (server::Listener::Secure, _) => {
+            format!("--bind-address {} --secure-port {}", addr.ip(), addr.port())
+        }
+    })
 }

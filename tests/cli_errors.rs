@@ -288,3 +288,50 @@ fn a_closed_standard_error_leaves_the_proxy_serving() {
     assert!(alive, "the proxy is still running");
     assert_eq!(answered, "200", "a request through the secure port");
 }
+
+/// A port already taken is said with the flag that chose it: `--secure-port` (serve's and the
+/// webhook's), `--admin-address`.
+#[test]
+fn a_port_in_use_names_its_flag() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr");
+    let port = addr.port().to_string();
+    let cases: [(Vec<String>, String); 3] = [
+        (
+            vec![
+                "serve".into(),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={port}"),
+                "--admin-address=127.0.0.1:0".into(),
+                "--upstream=http://127.0.0.1:1".into(),
+            ],
+            format!("error: --secure-port {port}: cannot listen on {addr}: "),
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--bind-address=127.0.0.1".into(),
+                "--secure-port=0".into(),
+                format!("--admin-address={addr}"),
+                "--upstream=http://127.0.0.1:1".into(),
+            ],
+            format!("error: --admin-address {addr}: cannot listen on {addr}: "),
+        ),
+        (
+            vec![
+                "webhook".into(),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={port}"),
+            ],
+            format!("error: --secure-port {port}: cannot listen on {addr}: "),
+        ),
+    ];
+    for (args, want) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = run(&args);
+        assert_eq!(r.code, Some(2), "{args:?}");
+        let line = error_line(&r);
+        assert!(line.starts_with(&want), "{args:?}: {line}");
+    }
+    drop(taken);
+}
