@@ -400,7 +400,7 @@ fn a_workload_file_with_mistakes_is_refused_with_its_field_paths() {
     .expect("write");
     let workload = workload.display().to_string();
     let (code, out, err) = run(&["simulate", "--workload", &workload], None);
-    assert_eq!(code, Some(2), "{out}");
+    assert_eq!(code, Some(1), "{out}");
     assert!(
         err.contains(&format!("{workload}: clients[0].execution:")),
         "{err}"

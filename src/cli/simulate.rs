@@ -3,8 +3,8 @@
 //! and optionally a self-contained HTML page with charts.
 //!
 //! Exit 0 when the replay ran (malformed trace lines are reported on standard error and skipped),
-//! 1 when `--strict` met a malformed line or no line of the trace could be replayed, 2 when a
-//! file or configuration cannot be read.
+//! 1 when a configuration or the workload file is invalid, `--strict` met a malformed line or no
+//! line of the trace could be replayed, 2 when a file or directory cannot be read.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
@@ -69,12 +69,18 @@ pub enum SimInput {
 
 /// Runs the command.
 pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
-    let baseline = load(args.config_dir.as_deref())?;
+    let baseline = load(args.config_dir.as_deref(), "--config-dir")?;
     let candidate = args
         .compare_config_dir
         .as_deref()
-        .map(|dir| load(Some(dir)))
+        .map(|dir| load(Some(dir), "--compare-config-dir"))
         .transpose()?;
+    // Both directories' problems are printed before giving up.
+    let (Some(baseline), Some(candidate)) =
+        (baseline, candidate.map_or(Some(None), |c| c.map(Some)))
+    else {
+        return Ok(ExitCode::from(1));
+    };
     let mut configs = vec![&baseline];
     configs.extend(candidate.as_ref());
     let mut options = args.options.clone();
@@ -173,14 +179,16 @@ fn run_workload(
 ) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--workload {}: cannot read", path.display()))?;
-    let workload = parse_workload(&text).map_err(|e| {
-        let lines: Vec<String> = e
-            .problems
-            .iter()
-            .map(|p| format!("{}: {p}", path.display()))
-            .collect();
-        anyhow::anyhow!("{}", lines.join("\n"))
-    })?;
+    let workload = match parse_workload(&text) {
+        Ok(workload) => workload,
+        Err(e) => {
+            // Read, and wrong: each problem, exit 1 (as an invalid configuration).
+            for problem in &e.problems {
+                eprintln!("{}: {problem}", path.display());
+            }
+            return Ok(ExitCode::from(1));
+        }
+    };
     let reports = simulate_workload(&workload, configs, options)?;
     let name = path.display().to_string();
     write_all(args, &reports, ReportSource::Workload(&name)).map(|()| ExitCode::SUCCESS)
@@ -208,14 +216,29 @@ fn write_all(
     Ok(())
 }
 
-fn load(dir: Option<&Path>) -> anyhow::Result<Config> {
-    let loaded = crate::config::load(dir);
-    let name = dir.map_or("the embedded configuration".to_string(), |d| {
-        d.display().to_string()
-    });
-    loaded
-        .map(|l| l.config)
-        .map_err(|e| anyhow::anyhow!("{name}: {e}"))
+/// The configuration `flag` names (the embedded default without a directory). Warnings are
+/// printed on standard error as `check` prints them; an invalid configuration prints each
+/// problem, then `FLAG DIR: N problem(s)`, and is `None` (exit 1). An unreadable directory or
+/// file is an error naming `flag` once.
+fn load(dir: Option<&Path>, flag: &str) -> anyhow::Result<Option<Config>> {
+    use crate::config::ConfigError;
+    let shown = dir.map_or_else(|| "(embedded)".to_owned(), |d| d.display().to_string());
+    match crate::config::load(dir) {
+        Ok(loaded) => {
+            super::print_warnings(&loaded.warnings);
+            Ok(Some(loaded.config))
+        }
+        Err(ConfigError::Invalid { problems, warnings }) => {
+            super::print_warnings(&warnings);
+            problems.iter().for_each(|p| eprintln!("{p}"));
+            eprintln!("{flag} {shown}: {} problem(s)", problems.len());
+            Ok(None)
+        }
+        Err(ConfigError::ReadDir { source, .. }) => Err(anyhow::anyhow!(
+            "{flag} {shown}: cannot read the directory: {source}"
+        )),
+        Err(e) => Err(anyhow::anyhow!("{flag} {shown}: {e}")),
+    }
 }
 
 fn label_runs<'a>(args: &SimulateArgs, reports: &'a [SimReport]) -> Vec<(&'a str, &'a SimReport)> {
