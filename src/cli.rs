@@ -141,8 +141,9 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 
 /// `kube-apf-proxy check --config-dir DIR`.
 ///
-/// Valid: exit 0, a one-line summary on standard output, warnings (skipped objects, dangling
-/// FlowSchemas) on standard error. Invalid: exit 1, one line per problem on standard output
+/// Valid: exit 0, a one-line summary on standard output followed by a warning per dangling
+/// FlowSchema (with the level name it may have meant), other warnings (skipped objects) on
+/// standard error. Invalid: exit 1, one line per problem on standard output
 /// (`FILE: KIND/NAME: FIELD.PATH: message`), warnings and a count on standard error.
 /// An unreadable directory or file is an error (exit 2 in `main`).
 pub fn check(config_dir: &Path) -> anyhow::Result<ExitCode> {
@@ -150,14 +151,24 @@ pub fn check(config_dir: &Path) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match crate::config::load_dir(config_dir) {
         Ok(loaded) => {
-            print_warnings(&loaded.warnings);
+            // The dangling FlowSchemas are the warnings' last ones: they are valid (as in the
+            // apiserver) but likely a typo, so they are said beside the OK, on standard output.
             let config = &loaded.config;
+            let at = loaded
+                .warnings
+                .len()
+                .saturating_sub(config.dangling().len());
+            let (others, dangling) = loaded.warnings.split_at(at);
+            print_warnings(others);
             writeln!(
                 out,
                 "OK: {}: {}",
                 config_dir.display(),
                 crate::config::summary(config)
             )?;
+            for warning in dangling {
+                writeln!(out, "warning: {warning}")?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(crate::config::ConfigError::Invalid { problems, warnings }) => {

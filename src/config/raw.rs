@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 pub use decode::decode_object;
+pub(crate) use decode::did_you_mean;
 
 /// The API group of FlowSchema and PriorityLevelConfiguration.
 pub const GROUP: &str = "flowcontrol.apiserver.k8s.io";
