@@ -301,6 +301,50 @@ fn a_trace_with_no_usable_line_is_an_error_that_says_what_was_expected() {
     }
 }
 
+/// A README (prose, not JSON) as a trace: each line's problem said briefly, the formats
+/// expected once, after the summary.
+#[test]
+fn prose_as_a_trace_says_the_formats_once_after_the_summary() {
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let (code, out, err) = run(
+        &["simulate", "--trace", readme.to_str().expect("utf-8")],
+        None,
+    );
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert_eq!(err.matches("expected audit.k8s.io").count(), 1, "{err}");
+    let last = err.lines().last().expect("a line");
+    assert!(
+        last.contains("no line could be replayed") && last.contains("expected audit.k8s.io"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_workload_given_as_a_trace_says_use_workload() {
+    let (_dir, path) = temp_trace(WORKLOAD);
+    let (code, _, err) = run(&["simulate", "--trace", &path], None);
+    assert_eq!(code, Some(1), "{err}");
+    let last = err.lines().last().expect("a line");
+    assert!(
+        last.contains("this looks like a workload; use `--workload"),
+        "{err}"
+    );
+}
+
+#[test]
+fn from_past_the_end_is_an_error_naming_the_span() {
+    let (code, out, err) = run(&["simulate", "--trace", &audit_log(), "--from", "1h"], None);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert_eq!(out, "", "no table of zeros");
+    assert!(
+        err.contains("--from 1h0m0s is past the end of the trace: its ")
+            && err.contains("requests arrived within"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["simulate", "--trace", &audit_log(), "--from", "0s"], None);
+    assert_eq!(code, Some(0), "{err}");
+}
+
 /// Two closed-loop clients: a heavy one and a light one, as a capacity-planning question.
 const WORKLOAD: &str = "duration: 30s
 clients:

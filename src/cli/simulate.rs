@@ -17,7 +17,9 @@ use anyhow::Context;
 use crate::config::Config;
 use crate::simulate::report::html::{ReportSource, TIMELINE_INTERVAL};
 use crate::simulate::report::{self, Format, SimReport};
-use crate::simulate::trace::{TraceInput, TraceLineError, TraceOptions, TraceReader, Window};
+use crate::simulate::trace::{
+    TraceInput, TraceLineError, TraceOptions, TraceReader, Window, EXPECTED_FORMATS,
+};
 use crate::simulate::workload::parse_workload;
 use crate::simulate::{replay_trace, simulate_workload, ReplayError, SimOptions};
 
@@ -102,10 +104,11 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         until: args.until,
     };
     let mut reported = 0;
+    // Each line's problem without the formats expected: those are said once, at the end.
     let on_skip = |error: &TraceLineError| {
         reported += 1;
         if reported <= REPORTED_LINE_ERRORS || args.strict {
-            eprintln!("simulate: {error}");
+            eprintln!("simulate: line {}: {}", error.line, error.problem.brief());
         }
     };
     let input = TraceInput::new(reader, window, on_skip);
@@ -118,14 +121,38 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     if run.nothing_replayed() {
         // Zeros would read as "flow control had nothing to do"; the truth is that nothing
         // in the trace could be replayed (with --strict, the line that stopped it was said).
-        if !run.stopped {
+        if looks_like_a_workload(trace) {
+            eprintln!(
+                "simulate: {trace}: no line could be replayed: this looks like a workload; use \
+                 `--workload {trace}`"
+            );
+        } else if !run.stopped {
             eprintln!("simulate: {}", run.why_nothing(trace));
+        } else if run
+            .skipped
+            .kinds
+            .iter()
+            .any(|k| wants_the_formats(&k.example))
+        {
+            eprintln!("simulate: {EXPECTED_FORMATS}");
         }
+        return Ok(ExitCode::from(1));
+    }
+    if let Some(past) = run.from_past_the_end(&window) {
+        eprintln!("simulate: {past}");
         return Ok(ExitCode::from(1));
     }
     let skipped = run.skipped.lines;
     if skipped > REPORTED_LINE_ERRORS {
         eprintln!("simulate: {skipped} malformed lines skipped in all");
+    }
+    if run
+        .skipped
+        .kinds
+        .iter()
+        .any(|k| wants_the_formats(&k.example))
+    {
+        eprintln!("simulate: {EXPECTED_FORMATS}");
     }
     if let Some(note) = run.old_form_note() {
         eprintln!("simulate: {note}");
@@ -133,6 +160,22 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     write_all(args, &replayed.reports, ReportSource::Trace(trace))?;
     // Exit 1 when --strict stopped the replay at a malformed line.
     Ok(ExitCode::from(u8::from(run.stopped)))
+}
+
+/// Whether a line's problem is that it is none of the formats (so the formats expected are
+/// worth saying, once).
+fn wants_the_formats(error: &TraceLineError) -> bool {
+    error.problem.to_string() != error.problem.brief()
+}
+
+/// Whether the file `trace` names reads as a workload file (`--workload`'s YAML), given to
+/// `--trace` by mistake. Only small files are read again.
+fn looks_like_a_workload(trace: &str) -> bool {
+    const MOST: u64 = 1 << 20;
+    let small = std::fs::metadata(trace).is_ok_and(|m| m.is_file() && m.len() <= MOST);
+    small
+        && std::fs::read_to_string(trace)
+            .is_ok_and(|text| text.contains("clients") && parse_workload(&text).is_ok())
 }
 
 /// Runs a workload file's clients through each configuration.
