@@ -137,6 +137,8 @@ struct LevelRecord {
     flows: HashMap<(Arc<str>, String), u64>,
     interval_waits: Histogram<u64>,
     interval_rejected: u64,
+    /// Most seats held at once since the last sample.
+    interval_max_seats: u64,
     timeline: Vec<Sample>,
 }
 
@@ -148,6 +150,7 @@ impl LevelRecord {
         let _ = self.waits.record(w);
         if !without_timeline {
             let _ = self.interval_waits.record(w);
+            self.interval_max_seats = self.interval_max_seats.max(seats_in_use);
         }
         self.max_seats_in_use = self.max_seats_in_use.max(seats_in_use);
     }
@@ -261,6 +264,7 @@ impl Recorder {
                 flows: HashMap::new(),
                 interval_waits: histogram(),
                 interval_rejected: 0,
+                interval_max_seats: 0,
                 timeline: Vec::new(),
             });
             records.len() - 1
@@ -414,10 +418,38 @@ impl Recorder {
         sample.rejected = l.interval_rejected;
         sample.wait_p50 = interval.p50;
         sample.wait_p99 = interval.p99;
-        l.max_seats_in_use = l.max_seats_in_use.max(sample.seats_in_use);
+        sample.max_seats_in_use = l.interval_max_seats.max(sample.seats_in_use);
+        l.max_seats_in_use = l.max_seats_in_use.max(sample.max_seats_in_use);
         l.interval_waits.reset();
         l.interval_rejected = 0;
+        // The next interval starts with the seats held now.
+        l.interval_max_seats = sample.seats_in_use;
         l.timeline.push(sample);
+    }
+
+    /// Halves every level's timeline: each pair of samples becomes one, at the later one's
+    /// time, for a sampler that goes on at twice its interval. Counts add up, peaks and waits
+    /// keep the larger (a merged p50 or p99 is the larger of the two, not recomputed), and
+    /// what a sample reads at its instant is the later one's.
+    pub fn halve_timelines(&mut self) {
+        for l in &mut self.level_records {
+            let merged: Vec<Sample> = l
+                .timeline
+                .chunks(2)
+                .map(|pair| match pair {
+                    [a, b] => Sample {
+                        max_seats_in_use: a.max_seats_in_use.max(b.max_seats_in_use),
+                        dispatched: a.dispatched + b.dispatched,
+                        rejected: a.rejected + b.rejected,
+                        wait_p50: a.wait_p50.max(b.wait_p50),
+                        wait_p99: a.wait_p99.max(b.wait_p99),
+                        ..*b
+                    },
+                    _ => pair[0],
+                })
+                .collect();
+            l.timeline = merged;
+        }
     }
 
     /// The report; `duration` is the trace time replayed.

@@ -94,6 +94,9 @@ pub struct Sample {
     pub t: f64,
     /// Seats held at the sample.
     pub seats_in_use: u64,
+    /// Most seats held at once since the previous sample (its interval's peak, which the
+    /// sample's own instant may miss).
+    pub max_seats_in_use: u64,
     /// The concurrency limit in force (nominal ± borrowing).
     pub concurrency_limit: u32,
     /// The nominal concurrency limit.

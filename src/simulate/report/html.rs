@@ -24,9 +24,11 @@ mod words;
 
 pub use chart::{downsample, MAX_POINTS};
 
-/// How often each level is sampled for the page's charts
-/// ([`SimOptions::timeline_interval`](crate::simulate::SimOptions::timeline_interval)).
-pub const TIMELINE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often each level is sampled for the page's charts at first
+/// ([`SimOptions::timeline_interval`](crate::simulate::SimOptions::timeline_interval)): finely,
+/// so that a trace of a second has sub-second bins; a long trace's samples are coarsened as it
+/// goes ([`TIMELINE_SAMPLES`](crate::simulate::engine::TIMELINE_SAMPLES)).
+pub const TIMELINE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// What was simulated, for the page's heading and its time axes.
 #[derive(Debug, Clone, Copy)]
@@ -155,7 +157,8 @@ fn tables(page: &mut String, label: &str, report: &SimReport, labelled: bool) {
     }
 }
 
-const LEVEL_HEAD: &str = "<tr><th>priority level</th><th>limit <small>(seats)</small></th>\
+const LEVEL_HEAD: &str = "<tr><th>priority level</th><th>nominal limit <small>(seats)</small></th>\
+<th>current limit <small>(seats, nominal ± borrowing, over time)</small></th>\
 <th>arrivals <small>(requests)</small></th><th>dispatched <small>(requests)</small></th>\
 <th>queue-full <small>(requests)</small></th><th>concurrency-limit <small>(requests)</small></th>\
 <th>time-out <small>(requests)</small></th><th>wait p50 <small>(s)</small></th>\
@@ -187,14 +190,20 @@ fn level_table(page: &mut String, report: &SimReport) {
 }
 
 fn level_row(page: &mut String, l: &LevelReport) {
-    let limit = if l.exempt {
-        "exempt (none)".to_string()
+    let (limit, current) = if l.exempt {
+        ("exempt (none)".to_string(), "exempt (none)".to_string())
     } else {
-        l.nominal_limit.to_string()
+        let current = l.timeline.iter().map(|s| s.concurrency_limit);
+        let current = match (current.clone().min(), current.max()) {
+            (Some(low), Some(high)) if low == high => low.to_string(),
+            (Some(low), Some(high)) => format!("{low}–{high}"),
+            _ => "—".to_string(),
+        };
+        (l.nominal_limit.to_string(), current)
     };
     let _ = write!(
         page,
-        "<tr><td><a href=\"#{anchor}\">{name}</a></td><td>{limit}</td><td>{}</td><td>{}</td>\
+        "<tr><td><a href=\"#{anchor}\">{name}</a></td><td>{limit}</td><td>{current}</td><td>{}</td><td>{}</td>\
          <td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td>\
          <td>{:.3}</td><td>{}</td></tr>",
         l.arrivals,
