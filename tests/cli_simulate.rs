@@ -485,3 +485,84 @@ fn a_workload_comparison_report_reads_in_seconds_and_renders() {
     assert!(html.contains("stroke-dasharray"), "the candidate is dashed");
     render(&report, &html, dir.path());
 }
+
+/// Every `simulate` example of the README and the docs, with `--report`: the page renders in a
+/// headless browser (when one is installed), and every level that saw requests has a seats chart
+/// whose drawn peak is the table's "peak in use" (read from the points the page keeps beside its
+/// charts), so that no chart is empty where its table says seats were held.
+#[test]
+fn every_documented_example_report_draws_the_peaks_its_tables_state() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut documents = vec![root.join("README.md")];
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .expect("docs/")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.sort();
+    documents.extend(pages);
+    let commands: Vec<String> = documents
+        .iter()
+        .flat_map(|doc| {
+            std::fs::read_to_string(doc)
+                .expect("a document")
+                .lines()
+                .filter_map(|l| l.strip_prefix("$ kube-apf-proxy simulate "))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(commands.len() >= 2, "{commands:?}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (i, command) in commands.iter().enumerate() {
+        let report = dir.path().join(format!("example-{i}.html"));
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "\"$BIN\" simulate {command} --report {}",
+                report.display()
+            ))
+            .env("BIN", env!("CARGO_BIN_EXE_kube-apf-proxy"))
+            .current_dir(root)
+            .output()
+            .expect("sh runs");
+        assert!(
+            out.status.success(),
+            "{command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let html = std::fs::read_to_string(&report).expect("the report");
+        let start = html
+            .find("<script type=\"application/json\" id=\"plotted-seats\">")
+            .expect("the plotted points");
+        let json = &html[start..];
+        let json = &json[json.find('>').expect(">") + 1..json.find("</script>").expect("end")];
+        let plotted: serde_json::Value = serde_json::from_str(json).expect("JSON");
+        let plotted = plotted.as_array().expect("a list");
+        assert!(!plotted.is_empty(), "{command}: charts drawn");
+        for level in plotted {
+            let peak = level["peakInUse"].as_f64().expect("peak");
+            let points: Vec<f64> = level["mostInUse"]
+                .as_array()
+                .expect("points")
+                .iter()
+                .map(|p| p[1].as_f64().expect("a value"))
+                .collect();
+            let drawn = points.iter().copied().fold(0.0, f64::max);
+            assert_eq!(
+                drawn, peak,
+                "{command}: {} ({}): the chart's peak is the table's",
+                level["level"], level["run"]
+            );
+            if peak > 0.0 {
+                assert!(
+                    points.iter().filter(|v| **v > 0.0).count() >= 1 && points.len() > 1,
+                    "{command}: {}: a visible series",
+                    level["level"]
+                );
+            }
+        }
+        render(&report, &html, dir.path());
+    }
+}

@@ -519,9 +519,13 @@ fn record(
     match admitted {
         Ok(seat) => {
             let in_use = queues.seats_in_use();
-            recorder
-                .lock()
-                .dispatched(priority_level, flow_schema, seat.waited(), in_use);
+            recorder.lock().dispatched(
+                priority_level,
+                flow_schema,
+                distinguisher,
+                seat.waited(),
+                in_use,
+            );
             Some(seat)
         }
         Err(rejection) => {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 use super::report::{
-    ClientReport, FlowRejections, LevelReport, Rejected, Sample, SchemaReport, SimReport,
+    ClientReport, FlowRejections, FlowWait, LevelReport, Rejected, Sample, SchemaReport, SimReport,
     WaitSeconds,
 };
 use crate::classify::WordBuildHasher;
@@ -135,6 +135,8 @@ struct LevelRecord {
     waits: Histogram<u64>,
     max_seats_in_use: u64,
     flows: HashMap<(Arc<str>, String), u64>,
+    /// The longest queue wait of each flow that waited.
+    flow_waits: HashMap<(Arc<str>, String), Duration>,
     interval_waits: Histogram<u64>,
     interval_rejected: u64,
     /// Most seats held at once since the last sample.
@@ -262,6 +264,7 @@ impl Recorder {
                 waits: histogram(),
                 max_seats_in_use: 0,
                 flows: HashMap::new(),
+                flow_waits: HashMap::new(),
                 interval_waits: histogram(),
                 interval_rejected: 0,
                 interval_max_seats: 0,
@@ -375,13 +378,21 @@ impl Recorder {
     pub fn dispatched(
         &mut self,
         priority_level: &str,
-        flow_schema: &str,
+        flow_schema: &Arc<str>,
+        flow_distinguisher: &str,
         waited: Duration,
         seats_in_use: u64,
     ) {
         let without_timeline = self.without_timeline;
         if let Some(l) = self.level_mut(priority_level) {
             l.dispatch(waited, seats_in_use, without_timeline);
+            if !waited.is_zero() {
+                let longest = l
+                    .flow_waits
+                    .entry((Arc::clone(flow_schema), flow_distinguisher.to_string()))
+                    .or_default();
+                *longest = (*longest).max(waited);
+            }
         }
         if let Some(s) = self.schema_mut(flow_schema) {
             s.dispatched += 1;
@@ -471,6 +482,8 @@ impl Recorder {
             .map(|(name, l)| {
                 let mut flows: Vec<_> = l.flows.iter().collect();
                 flows.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+                let mut waits: Vec<_> = l.flow_waits.iter().collect();
+                waits.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
                 LevelReport {
                     name: name.clone(),
                     exempt: l.exempt,
@@ -487,6 +500,15 @@ impl Recorder {
                             flow_schema: fs.to_string(),
                             flow_distinguisher: d.clone(),
                             rejected: *n,
+                        })
+                        .collect(),
+                    longest_waits: waits
+                        .into_iter()
+                        .take(TOP_FLOWS)
+                        .map(|((fs, d), waited)| FlowWait {
+                            flow_schema: fs.to_string(),
+                            flow_distinguisher: d.clone(),
+                            wait_seconds: waited.as_secs_f64(),
                         })
                         .collect(),
                     timeline: l.timeline.clone(),

@@ -275,30 +275,70 @@ fn client_table(page: &mut String, report: &SimReport) {
     page.push_str("</table>");
 }
 
+/// Who suffered: the flows (FlowSchema and distinguisher: the user, or the namespace) rejected
+/// most, and those that waited longest in a queue, per level.
 fn flows_table(page: &mut String, report: &SimReport) {
     let flows: Vec<_> = report
         .priority_levels
         .iter()
         .flat_map(|l| l.top_flows.iter().map(move |f| (l, f)))
         .collect();
-    if flows.is_empty() {
+    let waits: Vec<_> = report
+        .priority_levels
+        .iter()
+        .flat_map(|l| l.longest_waits.iter().map(move |f| (l, f)))
+        .collect();
+    if flows.is_empty() && waits.is_empty() {
         return;
     }
     page.push_str(
-        "<table><tr><th>priority level</th><th>FlowSchema</th><th>flow distinguisher</th>\
-         <th>rejected <small>(requests)</small></th></tr>",
+        "<h3>Who suffered</h3><p class=\"note\">Flows are told apart by their FlowSchema and \
+         flow distinguisher: the user (<code>ByUser</code>) or the namespace \
+         (<code>ByNamespace</code>); none when the schema has no distinguisher method.</p>",
     );
-    for (l, f) in flows {
-        let _ = write!(
-            page,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&l.name),
-            escape(&f.flow_schema),
-            escape(&f.flow_distinguisher),
-            f.rejected
+    if !flows.is_empty() {
+        page.push_str(
+            "<table><tr><th>priority level</th><th>FlowSchema</th><th>flow distinguisher</th>\
+             <th>rejected <small>(requests)</small></th></tr>",
         );
+        for (l, f) in flows {
+            let _ = write!(
+                page,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&l.name),
+                escape(&f.flow_schema),
+                distinguisher(&f.flow_distinguisher),
+                f.rejected
+            );
+        }
+        page.push_str("</table>");
     }
-    page.push_str("</table>");
+    if !waits.is_empty() {
+        page.push_str(
+            "<table><tr><th>priority level</th><th>FlowSchema</th><th>flow distinguisher</th>\
+             <th>longest wait <small>(s)</small></th></tr>",
+        );
+        for (l, f) in waits {
+            let _ = write!(
+                page,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td></tr>",
+                escape(&l.name),
+                escape(&f.flow_schema),
+                distinguisher(&f.flow_distinguisher),
+                f.wait_seconds
+            );
+        }
+        page.push_str("</table>");
+    }
+}
+
+/// A flow distinguisher for a table cell: escaped, or a word for none.
+fn distinguisher(d: &str) -> String {
+    if d.is_empty() {
+        "<small>(none)</small>".to_string()
+    } else {
+        escape(d)
+    }
 }
 
 /// The `id` of a level's charts: its name with everything but `[A-Za-z0-9-]` as `_`.
