@@ -424,14 +424,17 @@ impl Recorder {
         let Some(l) = self.level_mut(priority_level) else {
             return;
         };
-        let interval = percentiles(&l.interval_waits);
         sample.dispatched = l.interval_waits.len();
         sample.rejected = l.interval_rejected;
-        sample.wait_p50 = interval.p50;
-        sample.wait_p99 = interval.p99;
+        // Most intervals of a fine timeline dispatch nothing: no percentiles to read.
+        if sample.dispatched > 0 {
+            let interval = percentiles(&l.interval_waits);
+            sample.wait_p50 = interval.p50;
+            sample.wait_p99 = interval.p99;
+            l.interval_waits.reset();
+        }
         sample.max_seats_in_use = l.interval_max_seats.max(sample.seats_in_use);
         l.max_seats_in_use = l.max_seats_in_use.max(sample.max_seats_in_use);
-        l.interval_waits.reset();
         l.interval_rejected = 0;
         // The next interval starts with the seats held now.
         l.interval_max_seats = sample.seats_in_use;
