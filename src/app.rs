@@ -176,6 +176,7 @@ impl App {
             upstream_ready: Some(ready.upstream.clone()),
             admin_gate,
             config_ready: ready.config_source.clone(),
+            coordination_ready: None,
         };
         let shutdown_delay = opts.shutdown_delay_duration;
         let reload_files = (opts.config_dir.clone(), cert_files(&opts), ca_files(&opts));

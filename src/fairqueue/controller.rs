@@ -295,19 +295,6 @@ impl FlowControl {
         limits::nominal_cl_sum(&level_limits(server_cl, &refs))
     }
 
-    /// Every level's seats in use and waiting now, by name (what a replica publishes as its
-    /// demand between two borrowing adjustments).
-    pub fn seats_now(&self) -> Vec<(String, u64)> {
-        self.lock_inner()
-            .levels
-            .iter()
-            .map(|(name, e)| {
-                let stats = e.queues.stats();
-                (name.clone(), stats.seats_in_use + stats.seats_waiting)
-            })
-            .collect()
-    }
-
     /// The current configuration and levels (one read lock and an `Arc` clone).
     pub fn snapshot(&self) -> Arc<Snapshot> {
         Arc::clone(&self.snapshot.read())
