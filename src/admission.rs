@@ -21,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use serde::{Deserialize, Serialize};
 
 pub use endpoint::{
-    handle, review_bytes, serve, Webhook, WebhookError, WebhookOptions, WebhookState,
+    handle, review_bytes, serve, Webhook, WebhookConfig, WebhookError, WebhookState,
     MAX_BODY_BYTES, MAX_CONCURRENT_REVIEWS, REVIEW_DEADLINE,
 };
 pub use review::{Reviewer, MAX_CONFIGMAP_BYTES, MAX_WARNING_CHARS};

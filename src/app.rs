@@ -1,4 +1,5 @@
-//! Assembly: the serve flags and a configuration turned into a running proxy.
+//! Assembly: a [`ServeConfig`] (each room's plain config, which the command line maps from the
+//! serve flags) and a flow-control configuration turned into a running proxy.
 //!
 //! The one place that knows every part: it builds the upstream client, the authenticator, the
 //! flow controller, the work estimator and the pipeline, starts the listeners and the periodic
@@ -12,12 +13,14 @@
 
 mod admin_gate;
 mod admin_routes;
+mod config;
 mod drain;
 mod readiness;
 mod reload;
 
 pub use admin_gate::AdminGuard;
 pub use admin_routes::{level_rows, queue_rows, request_rows, AdminPaths, DEBUG_PREFIX};
+pub use config::{FlowControlConfig, ServeConfig};
 pub use drain::DrainableBody;
 pub use readiness::{wait_for_upstream, Readiness, PROBE_INTERVAL};
 pub use reload::{ReloadError, Reloader};
@@ -32,8 +35,8 @@ use http_body_util::{BodyExt, Limited};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::auth::authorize::{AccessReviewTransport, Authorizer, AuthorizerConfig};
-use crate::auth::{AuthConfig, Authenticator, RequestHeaderConfig, TokenReviewConfig};
+use crate::auth::authorize::{AccessReviewTransport, Authorizer};
+use crate::auth::{AuthConfig, Authenticator, TokenReviewConfig};
 use crate::body::empty_body;
 use crate::config::Config;
 use crate::config_source::{ClusterSource, SourceMetrics};
@@ -45,13 +48,13 @@ use crate::fairqueue::level_queues::LevelObserver;
 use crate::fairqueue::shadow::{self, Shadow, ShadowMetrics};
 use crate::fairqueue::work_estimate::WorkEstimator;
 use crate::metrics::Metrics;
-use crate::proxy::{Forwarder, ForwarderConfig, Proxy, WatchStream};
+use crate::proxy::{Forwarder, Proxy, WatchStream};
 use crate::server::{
-    self, shutdown_channel, ConfigSource, ConnectionInfo, FlowControlMode, ProxyBody, Running,
-    ServeOptions, ServeParts, ShutdownSignal, ShutdownTrigger,
+    self, shutdown_channel, ConnectionInfo, ProxyBody, Running, ServeParts, ShutdownSignal,
+    ShutdownTrigger,
 };
 use crate::upstream::Route;
-use crate::upstream::{UpstreamAuth, UpstreamClient, UpstreamConfig};
+use crate::upstream::{UpstreamAuth, UpstreamClient};
 
 /// How often the upstream's `/metrics` is read for object counts (the apiserver updates its
 /// own counts about once a minute).
@@ -101,31 +104,38 @@ pub struct App {
 }
 
 impl App {
-    /// Builds every part from `opts` and `config` and starts serving, with a fresh registry.
-    pub async fn start(opts: ServeOptions, config: &Config) -> Result<App, StartError> {
-        Self::start_with_metrics(opts, config, Metrics::new()).await
+    /// Builds every part from `settings` and `config` and starts serving, with a fresh registry.
+    pub async fn start(settings: ServeConfig, config: &Config) -> Result<App, StartError> {
+        Self::start_with_metrics(settings, config, Metrics::new()).await
     }
 
     /// [`start`](Self::start), reporting to `metrics`.
     pub async fn start_with_metrics(
-        opts: ServeOptions,
+        settings: ServeConfig,
         config: &Config,
         metrics: Arc<Metrics>,
     ) -> Result<App, StartError> {
-        let upstream = UpstreamClient::with_limits(
-            UpstreamConfig::from_serve_options(&opts).resolve()?,
-            opts.upstream_limits(),
-        )?;
+        let ServeConfig {
+            server: server_config,
+            auth,
+            token_review_cache_ttl,
+            admin_authorizer,
+            upstream,
+            upstream_limits,
+            forwarder,
+            flow_control: flow,
+        } = settings;
+        let upstream = UpstreamClient::with_limits(upstream.resolve()?, upstream_limits)?;
         metrics.register_upstream_stats(upstream.stats())?;
-        let authenticator = Arc::new(Authenticator::new(auth_config(&opts, &upstream))?);
+        let auth = with_token_review(auth, token_review_cache_ttl, &upstream);
+        let authenticator = Arc::new(Authenticator::new(auth)?);
         metrics.register_auth_stats(Arc::clone(authenticator.stats()))?;
         if let Some(plugin) = upstream.exec_plugin() {
             metrics.register_exec_plugin(plugin)?;
         }
-        let forwarder =
-            Forwarder::new(upstream.clone(), ForwarderConfig::from_serve_options(&opts))?;
+        let forwarder = Forwarder::new(upstream.clone(), forwarder)?;
         let observer: Arc<dyn LevelObserver> = metrics.clone();
-        let server_cl = opts.server_concurrency_limit();
+        let server_cl = flow.server_concurrency_limit;
         let (flow_control, problems) =
             FlowControl::with_observer(config, server_cl, Instant::now(), Some(observer))?;
         for problem in problems {
@@ -141,25 +151,33 @@ impl App {
             }
         });
         let estimator = WorkEstimator::default();
-        let shadows = shadows(&opts, config, &estimator, &metrics)?;
+        let shadows = shadows(&flow, config, &estimator, &metrics)?;
         let mut proxy = Proxy::new(
             Arc::clone(&authenticator),
             Arc::clone(&flow_control),
             estimator.clone(),
             forwarder,
-            opts.limits.request_timeout,
+            flow.request_timeout,
         )
-        .with_max_request_bytes(opts.max_request_bytes)
+        .with_max_request_bytes(flow.max_request_bytes)
         .with_metrics(Arc::clone(&metrics))
-        .with_dry_run(opts.flow_control == FlowControlMode::DryRun);
+        .with_dry_run(flow.dry_run);
         for shadow in &shadows {
             proxy = proxy.with_shadow(Arc::clone(shadow));
         }
         let proxy = Arc::new(proxy);
-        let admin_gate = admin_gate(&opts, &upstream, &authenticator, &metrics)?;
+        let admin_gate = if server_config.admin_secure {
+            Some(admin_gate(
+                admin_authorizer,
+                &upstream,
+                &authenticator,
+                &metrics,
+            )?)
+        } else {
+            None
+        };
         let (end_watches, watches_end) = shutdown_channel();
-        let cluster_source = opts.config_source == ConfigSource::Cluster;
-        let ready = if cluster_source {
+        let ready = if flow.from_cluster {
             Readiness::with_config_source()
         } else {
             Readiness::new()
@@ -178,19 +196,24 @@ impl App {
             config_ready: ready.config_source.clone(),
             coordination_ready: None,
         };
-        let shutdown_delay = opts.shutdown_delay_duration;
-        let reload_files = (opts.config_dir.clone(), cert_files(&opts), ca_files(&opts));
-        let running = server::start(opts, parts).await?;
+        let shutdown_delay = server_config.shutdown_delay;
+        let cert_files = server_config.cert_files();
+        let ca_files = server_config
+            .client_ca_files
+            .named()
+            .map(|(_, path)| path.to_path_buf())
+            .collect();
+        let running = server::start(server_config, parts).await?;
         metrics.register_server_stats(running.stats())?;
         let reloader = Reloader {
             flow_control: Arc::clone(&flow_control),
             metrics: Arc::clone(&metrics),
-            config_dir: reload_files.0,
+            config_dir: flow.config_dir,
             tls: running.tls().clone(),
             admin_tls: running.admin_tls().cloned(),
-            cert_files: reload_files.1,
+            cert_files,
             authenticator: Arc::clone(&authenticator),
-            ca_files: reload_files.2,
+            ca_files,
             shadows: shadows.clone(),
         };
         let mut tasks = vec![
@@ -344,50 +367,22 @@ fn admin_handler(paths: AdminPaths) -> Arc<dyn server::Handler> {
     })
 }
 
-/// The secure admin listener's gate; `None` when the admin listener is plain HTTP.
+/// The secure admin listener's gate: the proxy's authenticators, and SubjectAccessReviews
+/// against the upstream.
 fn admin_gate(
-    opts: &ServeOptions,
+    authorizer: crate::auth::authorize::AuthorizerConfig,
     upstream: &UpstreamClient,
     authenticator: &Arc<Authenticator>,
     metrics: &Metrics,
-) -> Result<Option<Arc<dyn server::AdminGate>>, StartError> {
-    if !opts.admin_secure() {
-        return Ok(None);
-    }
+) -> Result<Arc<dyn server::AdminGate>, StartError> {
     let transport: Arc<dyn AccessReviewTransport> = Arc::new(upstream.clone());
-    let cfg = AuthorizerConfig {
-        allowed_ttl: opts.authorization_webhook_cache_authorized_ttl,
-        denied_ttl: opts.authorization_webhook_cache_unauthorized_ttl,
-        ..AuthorizerConfig::default()
-    };
-    let authorizer = Authorizer::new(transport, cfg).map_err(StartError::AdminAuthorizer)?;
+    let authorizer = Authorizer::new(transport, authorizer).map_err(StartError::AdminAuthorizer)?;
     let guard = AdminGuard::new(
         Arc::clone(authenticator),
         Arc::new(authorizer),
         metrics.registry(),
     )?;
-    Ok(Some(Arc::new(guard)))
-}
-
-fn cert_files(opts: &ServeOptions) -> Vec<std::path::PathBuf> {
-    [
-        &opts.tls_cert_file,
-        &opts.tls_private_key_file,
-        &opts.admin_tls_cert_file,
-        &opts.admin_tls_private_key_file,
-    ]
-    .into_iter()
-    .flatten()
-    .cloned()
-    .collect()
-}
-
-fn ca_files(opts: &ServeOptions) -> Vec<std::path::PathBuf> {
-    [&opts.client_ca_file, &opts.requestheader_client_ca_file]
-        .into_iter()
-        .flatten()
-        .cloned()
-        .collect()
+    Ok(Arc::new(guard))
 }
 
 /// Sets each level's queue-set gauges, which the apiserver sets whenever they change: R
@@ -450,49 +445,35 @@ pub(crate) fn publish_limits(
     metrics.set_fair_frac(outcome.seat_fair_frac);
 }
 
-/// The authenticator's settings from the serve flags; TokenReviews go through `upstream`.
-fn auth_config(opts: &ServeOptions, upstream: &UpstreamClient) -> AuthConfig {
-    let token_review = opts.authentication_token_webhook.then(|| {
+/// `auth` with TokenReviews against `upstream` when `cache_ttl` asks for them.
+fn with_token_review(
+    mut auth: AuthConfig,
+    cache_ttl: Option<Duration>,
+    upstream: &UpstreamClient,
+) -> AuthConfig {
+    auth.token_review = cache_ttl.map(|ttl| {
         let mut review = TokenReviewConfig::new(Arc::new(upstream.clone()));
-        review.success_cache_ttl = opts.authentication_token_webhook_cache_ttl;
-        review.failure_cache_ttl = opts.authentication_token_webhook_cache_ttl;
+        review.success_cache_ttl = ttl;
+        review.failure_cache_ttl = ttl;
         review
     });
-    let request_header = opts
-        .requestheader_client_ca_file
-        .as_ref()
-        .map(|ca| RequestHeaderConfig {
-            client_ca_file: ca.clone(),
-            allowed_names: opts.requestheader_allowed_names.clone(),
-            username_headers: opts.requestheader_username_headers.clone(),
-            uid_headers: opts.requestheader_uid_headers.clone(),
-            group_headers: opts.requestheader_group_headers.clone(),
-            extra_headers_prefixes: opts.requestheader_extra_headers_prefix.clone(),
-        });
-    AuthConfig {
-        client_ca_file: opts.client_ca_file.clone(),
-        token_auth_file: opts.token_auth_file.clone(),
-        token_review,
-        request_header,
-        anonymous: opts.anonymous_auth,
-        api_audiences: Vec::new(),
-    }
+    auth
 }
 
 /// The shadows `--flow-control=dry-run` and `--shadow-config-dir` ask for, their gauges
 /// refreshed before each scrape.
 fn shadows(
-    opts: &ServeOptions,
+    flow: &FlowControlConfig,
     config: &Config,
     estimator: &WorkEstimator,
     metrics: &Arc<Metrics>,
 ) -> Result<Vec<Arc<Shadow>>, StartError> {
-    let dry_run = opts.flow_control == FlowControlMode::DryRun;
-    if !dry_run && opts.shadow_config_dir.is_none() {
+    let dry_run = flow.dry_run;
+    if !dry_run && flow.shadow_config_dir.is_none() {
         return Ok(Vec::new());
     }
     let shadow_metrics = ShadowMetrics::register(metrics.registry())?;
-    let server_cl = opts.server_concurrency_limit();
+    let server_cl = flow.server_concurrency_limit;
     let mut shadows = Vec::new();
     if dry_run {
         let evaluated = Shadow::new(
@@ -504,7 +485,7 @@ fn shadows(
         )?;
         shadows.push(Arc::new(evaluated));
     }
-    if let Some(dir) = &opts.shadow_config_dir {
+    if let Some(dir) = &flow.shadow_config_dir {
         let candidate =
             Shadow::candidate(dir, config, server_cl, estimator.clone(), shadow_metrics)?;
         shadows.push(Arc::new(candidate));

@@ -2,6 +2,10 @@
 //! room below (`app`, `lint`, `simulate`, `admission`, ...) and write to standard output. No room
 //! imports `cli`; domain code a command needs lives in the room it belongs to.
 //!
+//! The flags of the commands that serve live here too ([`flags`]: `serve`'s and `webhook`'s; no
+//! room below `cli` knows clap), with the one mapping of them onto the rooms' plain configs
+//! (`configs`).
+//!
 //! `main.rs` parses the command line and maps results to exit codes; the commands live in the
 //! library so that tests reach them.
 
@@ -10,12 +14,19 @@ use std::process::ExitCode;
 
 use crate::classify::ClassifyInput;
 use crate::config::{Config, ConfigError, Problem};
-use crate::server::{self, ServeOptions};
+use crate::server;
 
 pub mod classify;
+mod configs;
 pub mod explain;
+pub mod flags;
 pub mod lint;
 pub mod simulate;
+
+pub use flags::{
+    parse_upstream_url, ConfigSource, FlowControlMode, ServeOptions, ServerLimits,
+    UpstreamUrlError, WebhookOptions,
+};
 
 /// Why a command's configuration could not be had.
 #[derive(Debug)]
@@ -72,7 +83,7 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<ExitCode> {
     disable_transparent_huge_pages();
     let runtime = runtime()?;
     runtime.block_on(async {
-        let app = crate::app::App::start(opts, &config).await?;
+        let app = crate::app::App::start(opts.config(), &config).await?;
         server::wait_for_termination().await;
         app.shutdown().await;
         tracing::info!("Stopped");
@@ -176,10 +187,10 @@ pub fn classify(config_dir: Option<&Path>, source: ClassifySource) -> anyhow::Re
 
 /// `kube-apf-proxy webhook`: the validating admission webhook, served until SIGTERM or Ctrl-C.
 /// A reference configuration that does not load is an error (exit 1, each problem logged).
-pub fn webhook(opts: crate::admission::WebhookOptions) -> anyhow::Result<ExitCode> {
+pub fn webhook(opts: WebhookOptions) -> anyhow::Result<ExitCode> {
     server::init_logging(opts.log_format, opts.verbosity)?;
     let runtime = runtime()?;
-    match runtime.block_on(crate::admission::serve(opts)) {
+    match runtime.block_on(crate::admission::serve(opts.config())) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(crate::admission::WebhookError::Config(ConfigError::Invalid { problems, .. })) => {
             problems.iter().for_each(|p| eprintln!("{p}"));

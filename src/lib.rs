@@ -7,8 +7,10 @@
 //!
 //! Imports run one way, down (a room never imports one above it; where it must call up, it takes
 //! a trait or a closure from its caller):
-//! - the binary and `cli` (thin shells over the rooms below, writing to standard output);
-//! - `app`: the assembly of a running proxy (flags, configuration, reloads, admin routes);
+//! - the binary and `cli` (thin shells over the rooms below, writing to standard output; the
+//!   flags, with their one mapping onto the rooms' plain configs: no room below knows clap);
+//! - `app`: the assembly of a running proxy (each room's config, configuration, reloads, admin
+//!   routes);
 //! - the features: `proxy` (the request pipeline and the one error-to-response function),
 //!   `admission` (the webhook), `simulate` (virtual-time replay), `config_source` (the cluster
 //!   as configuration); then `metrics`, the registry they all report to;

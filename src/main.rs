@@ -13,7 +13,7 @@ use kube_apf_proxy::cli;
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use kube_apf_proxy::server::ServeOptions;
+use kube_apf_proxy::cli::ServeOptions;
 
 /// Kubernetes API Priority and Fairness, enforced by a reverse proxy in front of kube-apiserver.
 ///
@@ -88,7 +88,7 @@ enum Command {
     /// `POST /validate` takes an admission.k8s.io/v1 AdmissionReview of a FlowSchema, a PriorityLevelConfiguration or the proxy's configuration
     /// ConfigMap; errors deny (422 Invalid), lint findings warn. Also `/healthz`, `/readyz`,
     /// `/metrics`.
-    Webhook(Box<kube_apf_proxy::admission::WebhookOptions>),
+    Webhook(Box<cli::WebhookOptions>),
     /// Replay a recorded workload, or run synthetic clients, through flow control in virtual
     /// time; no cluster needed.
     ///
@@ -159,7 +159,7 @@ struct LintArgs {
     config_dir: Option<PathBuf>,
     /// The server's limits: the checks run at them.
     #[command(flatten)]
-    limits: kube_apf_proxy::server::ServerLimits,
+    limits: cli::ServerLimits,
     /// How long a request is assumed to hold its seat, for the queue drain check.
     #[arg(long, default_value = "100ms", value_parser = kube_apf_proxy::server::parse_duration)]
     assumed_request_duration: std::time::Duration,
@@ -195,7 +195,7 @@ struct SimulateArgs {
     compare_config_dir: Option<PathBuf>,
     /// The server's limits: the checks run at them.
     #[command(flatten)]
-    limits: kube_apf_proxy::server::ServerLimits,
+    limits: cli::ServerLimits,
     /// A YAML or JSON map from resource (`pods`, `deployments.apps`) to stored object count,
     /// for the cost of lists; without it every list costs what an unknown resource costs.
     #[arg(long)]

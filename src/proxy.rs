@@ -15,7 +15,6 @@ mod error;
 mod forward;
 mod headers;
 mod identity;
-mod options;
 mod pipeline;
 pub mod rejections;
 mod token_review;

@@ -1,7 +1,8 @@
 //! Listeners: the secure proxy port (TLS, HTTP/1.1 and HTTP/2) and the plain-HTTP admin port.
 //!
 //! The one seam to the request pipeline is [`run`] (or [`run_with`] / [`start`] with
-//! [`ServeParts`]): it takes the serve flags and a [`Handler`], which gets every request with its
+//! [`ServeParts`]): it takes a [`ServerConfig`] (plain values; the command line maps its flags
+//! onto it) and a [`Handler`], which gets every request with its
 //! [`ConnectionInfo`] (in its extensions, or beside it) and must always answer (errors become
 //! responses in the handler; the server never writes one itself, except hyper's own 400/431,
 //! without a body, for unparseable or oversized HTTP/1 heads). [`SecureServer`] and
@@ -10,13 +11,14 @@
 mod admin;
 mod listener;
 mod logging;
-mod options;
 mod shutdown;
 pub mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use http::{Request, Response};
@@ -25,15 +27,14 @@ use rustls_pki_types::CertificateDer;
 
 pub use crate::duration::{format_duration, parse_duration, DurationError};
 pub use admin::{not_found, AdminGate, AdminRoutes, AdminServer, DenyAll, ReadyFlag};
-pub use listener::{ConnectionLimits, Negotiated, SecureServer, ServerStats};
-pub use logging::{init_logging, verbosity_filter, LoggingError};
-pub use options::{
-    parse_upstream_url, ConfigSource, FlowControlMode, IdentityForwarding, LogFormat, ServeOptions,
-    ServerLimits, UpstreamUrlError,
+pub use listener::{
+    ConnectionLimits, Negotiated, SecureServer, ServerStats, DEFAULT_MAX_CONNECTIONS,
 };
+pub use logging::{init_logging, verbosity_filter, LogFormat, LoggingError};
 pub use shutdown::{shutdown_channel, ShutdownSignal, ShutdownTrigger};
 pub use tls::{
-    build_server_tls, load_client_ca_roots, ServerTls, TlsConfigCell, TlsError, TlsSettings,
+    build_server_tls, load_client_ca_roots, ClientCaFiles, ServerTls, TlsConfigCell, TlsError,
+    TlsSettings,
 };
 
 pub use crate::body::{full_body, BoxError, ProxyBody};
@@ -97,13 +98,53 @@ pub enum ServerError {
     Tls(#[from] TlsError),
 }
 
-/// What the pipeline hands the server beside the flags.
+/// What the listeners are built from: the secure port with its TLS and connection limits, the
+/// admin listener, and the shutdown sequence's delay.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Where the secure port listens (`--bind-address`, `--secure-port`; port 0 picks one).
+    pub secure_address: SocketAddr,
+    /// The serving certificate, versions and cipher suites; its client CAs are
+    /// [`ServeParts::client_ca_roots`], or else read from `client_ca_files`.
+    pub tls: TlsSettings,
+    /// The client CA bundles read when [`ServeParts::client_ca_roots`] is `None`.
+    pub client_ca_files: ClientCaFiles,
+    /// The secure port's connection limits and timeouts (its `grace_period` is how long
+    /// in-flight requests may take to finish once the listener closes).
+    pub limits: ConnectionLimits,
+    /// Where the admin listener listens.
+    pub admin_address: SocketAddr,
+    /// Whether the admin listener serves HTTPS with [`ServeParts::admin_gate`] (else plain HTTP).
+    pub admin_secure: bool,
+    /// The secure admin listener's own certificate and key (PEM); the serving certificate
+    /// without them.
+    pub admin_cert_files: Option<(PathBuf, PathBuf)>,
+    /// After termination is requested, how long requests are still served with `/readyz`
+    /// failing.
+    pub shutdown_delay: Duration,
+}
+
+impl ServerConfig {
+    /// The certificate and key files that reloads watch: the serving pair's and the admin
+    /// listener's.
+    pub fn cert_files(&self) -> Vec<PathBuf> {
+        let admin = self.admin_cert_files.iter().flat_map(|(c, k)| [c, k]);
+        [&self.tls.cert_file, &self.tls.key_file]
+            .into_iter()
+            .flatten()
+            .chain(admin)
+            .cloned()
+            .collect()
+    }
+}
+
+/// What the pipeline hands the server beside its [`ServerConfig`].
 #[derive(Clone)]
 pub struct ServeParts {
     /// Answers every request on the secure port.
     pub handler: Arc<dyn Handler>,
     /// The client CAs the handshake names (the authenticator's `client_ca_roots()`); `None`: read
-    /// `--client-ca-file` and `--requestheader-client-ca-file` here.
+    /// [`ServerConfig::client_ca_files`] here.
     pub client_ca_roots: Option<Vec<CertificateDer<'static>>>,
     /// Admin paths other than the health endpoints (`/metrics`, `/debug/...`).
     pub admin_routes: Option<Arc<dyn Handler>>,
@@ -126,7 +167,8 @@ pub struct ServeParts {
 }
 
 impl ServeParts {
-    /// Just a handler: client CAs from the flags, health endpoints only, ready at once.
+    /// Just a handler: client CAs from [`ServerConfig::client_ca_files`], health endpoints only,
+    /// ready at once.
     pub fn new(handler: Arc<dyn Handler>) -> Self {
         Self {
             handler,
@@ -142,14 +184,14 @@ impl ServeParts {
 }
 
 /// Serves until SIGTERM or Ctrl-C. See [`run_with`].
-pub async fn run(opts: ServeOptions, handler: Arc<dyn Handler>) -> Result<(), ServerError> {
-    run_with(opts, ServeParts::new(handler)).await
+pub async fn run(config: ServerConfig, handler: Arc<dyn Handler>) -> Result<(), ServerError> {
+    run_with(config, ServeParts::new(handler)).await
 }
 
 /// Serves the secure and admin listeners until SIGTERM or Ctrl-C, then shuts down as
 /// [`Running::terminate`] describes.
-pub async fn run_with(opts: ServeOptions, parts: ServeParts) -> Result<(), ServerError> {
-    let running = start(opts, parts).await?;
+pub async fn run_with(config: ServerConfig, parts: ServeParts) -> Result<(), ServerError> {
+    let running = start(config, parts).await?;
     // The listeners only stop after termination, so there is nothing else to wait for.
     wait_for_termination().await;
     running.terminate();
@@ -159,21 +201,20 @@ pub async fn run_with(opts: ServeOptions, parts: ServeParts) -> Result<(), Serve
 }
 
 /// Binds both listeners and starts serving them in the background.
-pub async fn start(opts: ServeOptions, parts: ServeParts) -> Result<Running, ServerError> {
-    let mut settings = TlsSettings::from_options(&opts);
+pub async fn start(config: ServerConfig, parts: ServeParts) -> Result<Running, ServerError> {
+    let mut settings = config.tls.clone();
     settings.client_ca_roots = match parts.client_ca_roots {
         Some(roots) => roots,
-        None => load_client_ca_roots(&opts)?,
+        None => load_client_ca_roots(&config.client_ca_files)?,
     };
     let tls = build_server_tls(&settings)?;
     let server = SecureServer::bind(
-        opts.secure_address(),
+        config.secure_address,
         tls.cell.clone(),
-        ConnectionLimits::from_options(&opts),
+        config.limits.clone(),
     )
     .await?;
-    let secure_admin = opts.admin_secure();
-    let gate = secure_admin.then(|| {
+    let gate = config.admin_secure.then(|| {
         parts
             .admin_gate
             .clone()
@@ -187,20 +228,21 @@ pub async fn start(opts: ServeOptions, parts: ServeParts) -> Result<Running, Ser
         other: parts.admin_routes,
         gate,
     };
-    let (admin, admin_tls) = if secure_admin {
-        let admin_tls = match (&opts.admin_tls_cert_file, &opts.admin_tls_private_key_file) {
-            (Some(cert), Some(key)) => Some(build_server_tls(&TlsSettings {
+    let (admin, admin_tls) = if config.admin_secure {
+        let admin_tls = match &config.admin_cert_files {
+            Some((cert, key)) => Some(build_server_tls(&TlsSettings {
                 cert_file: Some(cert.clone()),
                 key_file: Some(key.clone()),
                 ..settings.clone()
             })?),
-            _ => None,
+            None => None,
         };
         let cell = admin_tls.as_ref().unwrap_or(&tls).cell.clone();
-        let server = SecureServer::bind(opts.admin_address, cell, admin_limits(&opts)).await?;
+        let limits = admin_limits(&config.limits);
+        let server = SecureServer::bind(config.admin_address, cell, limits).await?;
         (AdminListener::Secure(server, Arc::new(routes)), admin_tls)
     } else {
-        let server = AdminServer::bind(opts.admin_address, routes).await?;
+        let server = AdminServer::bind(config.admin_address, routes).await?;
         (AdminListener::Plain(server), None)
     };
     let (terminate, termination) = shutdown_channel();
@@ -209,7 +251,7 @@ pub async fn start(opts: ServeOptions, parts: ServeParts) -> Result<Running, Ser
     let admin_addr = admin.local_addr();
     let lifecycle = Lifecycle {
         ready: parts.ready,
-        delay: opts.shutdown_delay_duration,
+        delay: config.shutdown_delay,
         termination,
     };
     let task = tokio::spawn(lifecycle.serve(server, parts.handler, admin));
@@ -312,11 +354,11 @@ impl AdminListener {
 
 /// Limits of a secure admin listener: the secure port's, with fewer connections (scrapers and
 /// probes) and a short grace period, as the plain admin listener has.
-fn admin_limits(opts: &ServeOptions) -> ConnectionLimits {
+fn admin_limits(secure: &ConnectionLimits) -> ConnectionLimits {
     ConnectionLimits {
         max_connections: ADMIN_MAX_CONNECTIONS,
         grace_period: std::time::Duration::from_secs(5),
-        ..ConnectionLimits::from_options(opts)
+        ..secure.clone()
     }
 }
 

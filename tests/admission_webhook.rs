@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use kube_apf_proxy::admission::{Webhook, WebhookOptions, MAX_BODY_BYTES};
+use kube_apf_proxy::admission::{Webhook, WebhookConfig, MAX_BODY_BYTES};
 use serde_json::{json, Value};
 use support::pki::{client_config, TestCa};
 
@@ -32,16 +32,14 @@ async fn start() -> Running {
         kube_apf_proxy::config::BOOTSTRAP_YAML,
     )
     .expect("write");
-    let options = WebhookOptions {
+    let options = WebhookConfig {
         bind_address: "127.0.0.1".parse().expect("ip"),
         secure_port: 0,
         tls_cert_file: Some(cert),
         tls_private_key_file: Some(key),
         config_dir: Some(config),
         configmap_label: ("kube-apf-proxy.io/flowcontrol-config".into(), "true".into()),
-        limits: Default::default(),
-        log_format: kube_apf_proxy::server::LogFormat::Text,
-        verbosity: 0,
+        lint: Default::default(),
     };
     let webhook = Webhook::bind(options).await.expect("binds");
     let addr = webhook.local_addr();

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use kube_apf_proxy::server::ServeOptions;
+use kube_apf_proxy::cli::ServeOptions;
 use serde_yaml::Value;
 
 fn repo_file(path: &str) -> String {
@@ -159,7 +159,7 @@ fn dockerfile_cmd_parses_as_serve_flags() {
 
 #[test]
 fn the_cluster_config_variant_reads_the_cluster_and_is_otherwise_the_sidecar() {
-    use kube_apf_proxy::server::ConfigSource;
+    use kube_apf_proxy::cli::ConfigSource;
     let variant: Value = serde_yaml::from_str(&repo_file(
         "deploy/static-pod-cluster-config/kube-apiserver.yaml",
     ))
@@ -205,7 +205,7 @@ fn of_kind<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
 
 #[test]
 fn the_in_cluster_deployment_is_highly_available_secure_and_reachable() {
-    use kube_apf_proxy::server::IdentityForwarding;
+    use kube_apf_proxy::proxy::IdentityForwarding;
     let docs = documents("deploy/in-cluster/deployment.yaml");
     let deployment = of_kind(&docs, "Deployment");
     let spec = &deployment["spec"];

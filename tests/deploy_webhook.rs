@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use clap::Parser;
-use kube_apf_proxy::admission::WebhookOptions;
+use kube_apf_proxy::cli::WebhookOptions;
 use serde_yaml::Value;
 
 #[derive(Parser)]

@@ -247,16 +247,14 @@ async fn the_webhook_example_answers_what_the_readme_shows() {
     let shown: serde_json::Value = serde_json::from_str(shown).expect("the README's JSON");
 
     let webhook =
-        kube_apf_proxy::admission::Webhook::bind(kube_apf_proxy::admission::WebhookOptions {
+        kube_apf_proxy::admission::Webhook::bind(kube_apf_proxy::admission::WebhookConfig {
             bind_address: "127.0.0.1".parse().expect("ip"),
             secure_port: 0,
             tls_cert_file: None,
             tls_private_key_file: None,
             config_dir: None,
             configmap_label: ("kube-apf-proxy.io/flowcontrol-config".into(), "true".into()),
-            limits: Default::default(),
-            log_format: kube_apf_proxy::server::LogFormat::Text,
-            verbosity: 0,
+            lint: Default::default(),
         })
         .await
         .expect("the webhook binds");

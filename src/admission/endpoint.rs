@@ -43,58 +43,28 @@ pub const MAX_CONCURRENT_REVIEWS: usize = 2;
 /// and an answer would be wasted work.
 pub const REVIEW_DEADLINE: Duration = Duration::from_secs(5);
 
-/// `kube-apf-proxy webhook` flags.
-#[derive(Debug, Clone, clap::Args)]
-pub struct WebhookOptions {
+/// What the webhook is built from (the command line maps `webhook`'s flags onto it).
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
     /// The address to listen on.
-    #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: IpAddr,
-    /// The HTTPS port.
-    #[arg(long, default_value_t = 8444)]
+    /// The HTTPS port (0: a free one).
     pub secure_port: u16,
-    /// The serving certificate (PEM chain); reloaded when it changes. Without it and the key, a
-    /// self-signed certificate is generated (for trying it out: the apiserver will not trust it).
-    #[arg(long, requires = "tls_private_key_file")]
+    /// The serving certificate (PEM chain), reloaded when it changes; with the key, or neither
+    /// for a self-signed certificate.
     pub tls_cert_file: Option<PathBuf>,
     /// The serving certificate's private key (PEM).
-    #[arg(long, requires = "tls_cert_file")]
     pub tls_private_key_file: Option<PathBuf>,
-    /// The reference configuration single objects are judged against (the rest of the cluster's
-    /// flow control); the embedded default configuration without it. Reloaded when it changes.
-    #[arg(long)]
+    /// The reference configuration single objects are judged against; the embedded default
+    /// configuration without it. Reloaded when it changes.
     pub config_dir: Option<PathBuf>,
-    /// `KEY=VALUE`: the label of the ConfigMaps that hold the proxy's configuration; such a
-    /// ConfigMap is validated whole, as the proxy would load it.
-    #[arg(long, default_value = "kube-apf-proxy.io/flowcontrol-config=true", value_parser = parse_label)]
+    /// `(key, value)`: the label of the ConfigMaps that hold the proxy's configuration.
     pub configmap_label: (String, String),
-    /// The proxy's limits, for the level findings.
-    #[command(flatten)]
-    pub limits: crate::server::ServerLimits,
-    /// `text` or `json` logs.
-    #[arg(long, value_enum, default_value = "text")]
-    pub log_format: crate::server::LogFormat,
-    /// Log verbosity: 0 info, 1 debug, 2 and more trace; RUST_LOG overrides it.
-    #[arg(short = 'v', long = "v", default_value_t = 0)]
-    pub verbosity: u8,
+    /// The proxy's limits and the checks' parameters, for the level findings.
+    pub lint: LintOptions,
 }
 
-fn parse_label(value: &str) -> Result<(String, String), String> {
-    match value.split_once('=') {
-        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-        _ => Err(format!("expected KEY=VALUE, got {value:?}")),
-    }
-}
-
-impl WebhookOptions {
-    fn lint_options(&self) -> LintOptions {
-        LintOptions {
-            max_requests_inflight: self.limits.max_requests_inflight,
-            max_mutating_requests_inflight: self.limits.max_mutating_requests_inflight,
-            request_timeout: self.limits.request_timeout,
-            ..LintOptions::default()
-        }
-    }
-
+impl WebhookConfig {
     /// The reference configuration's files.
     fn base_files(&self) -> Result<Vec<SourceFile>, crate::config::ConfigError> {
         match &self.config_dir {
@@ -110,7 +80,7 @@ impl WebhookOptions {
     fn reviewer(&self) -> Result<Reviewer, crate::config::ConfigError> {
         Reviewer::new(
             self.base_files()?,
-            self.lint_options(),
+            self.lint.clone(),
             self.configmap_label.clone(),
         )
     }
@@ -368,7 +338,7 @@ pub struct Webhook {
     server: SecureServer,
     tls: ServerTls,
     state: Arc<WebhookState>,
-    options: WebhookOptions,
+    config: WebhookConfig,
 }
 
 /// Why the webhook could not start.
@@ -384,17 +354,17 @@ pub enum WebhookError {
 
 impl Webhook {
     /// Loads the reference configuration, builds TLS and binds the port (0: a free one).
-    pub async fn bind(options: WebhookOptions) -> Result<Webhook, WebhookError> {
-        let reviewer = options.reviewer()?;
+    pub async fn bind(config: WebhookConfig) -> Result<Webhook, WebhookError> {
+        let reviewer = config.reviewer()?;
         let tls = build_server_tls(&TlsSettings {
-            cert_file: options.tls_cert_file.clone(),
-            key_file: options.tls_private_key_file.clone(),
+            cert_file: config.tls_cert_file.clone(),
+            key_file: config.tls_private_key_file.clone(),
             min_version: TlsMinVersion::Tls12,
             cipher_suites: Vec::new(),
             client_ca_roots: Vec::new(),
         })
         .map_err(crate::server::ServerError::from)?;
-        let addr = SocketAddr::new(options.bind_address, options.secure_port);
+        let addr = SocketAddr::new(config.bind_address, config.secure_port);
         let server =
             SecureServer::bind(addr, tls.cell.clone(), ConnectionLimits::default()).await?;
         let state = WebhookState::new(reviewer, AdmissionMetrics::new());
@@ -402,7 +372,7 @@ impl Webhook {
             server,
             tls,
             state,
-            options,
+            config,
         })
     }
 
@@ -425,7 +395,7 @@ impl Webhook {
     pub async fn run(self, shutdown: ShutdownSignal) {
         let state = self.state.clone();
         let handler = move |request: Request<hyper::body::Incoming>| handle(state.clone(), request);
-        let reloads = tokio::spawn(watch(self.options, self.tls, self.state.clone()));
+        let reloads = tokio::spawn(watch(self.config, self.tls, self.state.clone()));
         tracing::info!(addr = %self.server.local_addr(), "Admission webhook serving");
         self.server.serve(Arc::new(handler), shutdown).await;
         reloads.abort();
@@ -434,15 +404,15 @@ impl Webhook {
 
 /// Polls the certificate and configuration files; a changed, valid configuration replaces the
 /// reviewer (an invalid one is logged and counted, and the last good one stays).
-async fn watch(options: WebhookOptions, tls: ServerTls, state: Arc<WebhookState>) {
-    let cert_files: Vec<PathBuf> = options
+async fn watch(config: WebhookConfig, tls: ServerTls, state: Arc<WebhookState>) {
+    let cert_files: Vec<PathBuf> = config
         .tls_cert_file
         .iter()
-        .chain(&options.tls_private_key_file)
+        .chain(&config.tls_private_key_file)
         .cloned()
         .collect();
     let mut cert_digest = files_digest(&cert_files);
-    let mut config_digest = options.config_dir.as_deref().map(dir_digest);
+    let mut config_digest = config.config_dir.as_deref().map(dir_digest);
     let mut ticks = poll_ticks();
     loop {
         ticks.tick().await;
@@ -453,7 +423,7 @@ async fn watch(options: WebhookOptions, tls: ServerTls, state: Arc<WebhookState>
                 tracing::error!(%error, "Serving certificate reload failed; the current one stays");
             }
         }
-        let Some(dir) = &options.config_dir else {
+        let Some(dir) = &config.config_dir else {
             continue;
         };
         let now = Some(dir_digest(dir));
@@ -462,11 +432,7 @@ async fn watch(options: WebhookOptions, tls: ServerTls, state: Arc<WebhookState>
         }
         config_digest = now;
         let Ok(files) = read_dir(dir) else { continue };
-        match Reviewer::new(
-            files,
-            options.lint_options(),
-            options.configmap_label.clone(),
-        ) {
+        match Reviewer::new(files, config.lint.clone(), config.configmap_label.clone()) {
             Ok(reviewer) => {
                 state.replace(reviewer);
                 state.metrics.reload(true);
@@ -481,8 +447,8 @@ async fn watch(options: WebhookOptions, tls: ServerTls, state: Arc<WebhookState>
 }
 
 /// `kube-apf-proxy webhook`: serves until SIGTERM or Ctrl-C.
-pub async fn serve(options: WebhookOptions) -> Result<(), WebhookError> {
-    let webhook = Webhook::bind(options).await?;
+pub async fn serve(config: WebhookConfig) -> Result<(), WebhookError> {
+    let webhook = Webhook::bind(config).await?;
     let (trigger, signal) = crate::server::shutdown_channel();
     let running = tokio::spawn(webhook.run(signal));
     crate::server::wait_for_termination().await;

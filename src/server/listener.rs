@@ -26,9 +26,13 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
-use super::options::ServeOptions;
 use super::shutdown::ShutdownSignal;
 use super::{Handler, ServerError};
+
+/// Client connections open at once by default (`--max-connections`): 5,000 nodes (Kubernetes'
+/// largest supported cluster) with a kubelet and about four other agents each, and room for the
+/// controllers.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 25_000;
 
 /// Per-connection limits and timeouts.
 #[derive(Debug, Clone)]
@@ -74,7 +78,7 @@ impl Default for ConnectionLimits {
     /// kube-apiserver's values (see the module documentation), `--max-connections`' default.
     fn default() -> Self {
         Self {
-            max_connections: super::options::DEFAULT_MAX_CONNECTIONS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             tls_handshake_timeout: Duration::from_secs(32),
             header_read_timeout: Duration::from_secs(32),
             max_header_bytes: 1 << 20,
@@ -103,16 +107,6 @@ impl ConnectionLimits {
             first_request: self.header_read_timeout,
             http2_preface: self.http2_preface_timeout,
             http2_settings: self.http2_settings_timeout,
-        }
-    }
-
-    /// The defaults with the serve flags applied.
-    pub fn from_options(opts: &ServeOptions) -> Self {
-        Self {
-            http2_max_concurrent_streams: opts.http2_max_streams(),
-            max_connections: opts.max_connections.max(1),
-            grace_period: opts.shutdown_grace_period,
-            ..Self::default()
         }
     }
 }

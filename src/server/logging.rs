@@ -12,7 +12,14 @@ use tracing_subscriber::field::MakeExt;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::EnvFilter;
 
-use super::options::LogFormat;
+/// The log output format (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 /// Why logging could not be set up.
 #[derive(Debug, thiserror::Error)]

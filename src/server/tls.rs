@@ -14,7 +14,7 @@ pub(super) mod ciphers;
 mod client_auth;
 
 use parking_lot::RwLock;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
@@ -26,8 +26,6 @@ pub use certs::{
 };
 pub use ciphers::{enabled_suites, TlsCipherSuite, TlsFlagError, TlsMinVersion};
 use client_auth::client_verifier;
-
-use super::options::ServeOptions;
 
 /// Why the TLS configuration could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -114,19 +112,6 @@ pub struct TlsSettings {
     /// The client CAs, whose subjects the certificate request names; empty: no certificate is
     /// requested.
     pub client_ca_roots: Vec<CertificateDer<'static>>,
-}
-
-impl TlsSettings {
-    /// The settings the serve flags give, with no client CAs (see [`load_client_ca_roots`]).
-    pub fn from_options(opts: &ServeOptions) -> Self {
-        Self {
-            cert_file: opts.tls_cert_file.clone(),
-            key_file: opts.tls_private_key_file.clone(),
-            min_version: opts.tls_min_version,
-            cipher_suites: opts.tls_cipher_suites.clone(),
-            client_ca_roots: Vec::new(),
-        }
-    }
 }
 
 /// The server configuration new handshakes use; replaced whole when the client CAs change (the
@@ -270,20 +255,37 @@ fn server_config(
     Ok(config)
 }
 
-/// The union of `--client-ca-file` and `--requestheader-client-ca-file`, the CAs the handshake's
-/// certificate request names. (The authenticator's `client_ca_roots()` gives the same set once it
-/// is wired in.)
-pub fn load_client_ca_roots(opts: &ServeOptions) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+/// The client CA bundles whose union the handshake's certificate request names, when the caller
+/// does not give the roots itself (the authenticator's `client_ca_roots()` gives the same set).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientCaFiles {
+    /// `--client-ca-file`.
+    pub client_ca_file: Option<PathBuf>,
+    /// `--requestheader-client-ca-file`.
+    pub requestheader_client_ca_file: Option<PathBuf>,
+}
+
+impl ClientCaFiles {
+    /// The files, each with the flag that names it in errors.
+    pub fn named(&self) -> impl Iterator<Item = (&'static str, &Path)> {
+        [
+            ("--client-ca-file", &self.client_ca_file),
+            (
+                "--requestheader-client-ca-file",
+                &self.requestheader_client_ca_file,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(flag, path)| Some((flag, path.as_deref()?)))
+    }
+}
+
+/// The union of the client CA bundles, the CAs the handshake's certificate request names.
+pub fn load_client_ca_roots(
+    files: &ClientCaFiles,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let mut roots = Vec::new();
-    let files = [
-        ("--client-ca-file", &opts.client_ca_file),
-        (
-            "--requestheader-client-ca-file",
-            &opts.requestheader_client_ca_file,
-        ),
-    ];
-    for (flag, path) in files {
-        let Some(path) = path else { continue };
+    for (flag, path) in files.named() {
         for cert in load_certificates(path, flag)? {
             if !roots.contains(&cert) {
                 roots.push(cert);

@@ -21,7 +21,7 @@ pub const IN_CLUSTER_SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io
 /// Largest PEM or token file the proxy reads (a CA bundle of a few hundred certificates fits).
 pub(crate) const MAX_CREDENTIAL_FILE_BYTES: u64 = 1024 * 1024;
 
-/// The upstream flags as plain values (the server maps its clap flags onto this).
+/// The upstream flags as plain values (the command line maps its flags onto this).
 #[derive(Debug, Clone, Default)]
 pub struct UpstreamConfig {
     /// `--upstream`: an `https://` or `http://` URL (a path prefix is kept).

@@ -23,7 +23,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use kube_apf_proxy::app::App;
-use kube_apf_proxy::server::ServeOptions;
+use kube_apf_proxy::cli::ServeOptions;
 use rustls_pki_types::{CertificateDer, ServerName};
 use support::fake_apiserver::FakeApiserver;
 use support::pki::TestCa;
@@ -127,7 +127,9 @@ impl World {
         let config = kube_apf_proxy::config::load_dir(&config_dir)
             .expect("test configuration")
             .config;
-        let app = App::start(opts, &config).await.expect("app starts");
+        let app = App::start(opts.config(), &config)
+            .await
+            .expect("app starts");
         let (secure, admin) = (app.running().secure_addr(), app.running().admin_addr());
         World {
             fake,

@@ -1,15 +1,17 @@
-//! `server::start` from serve flags: both listeners, and the apiserver's termination sequence.
+//! `server::start` from serve flags (mapped to its config): both listeners, and the apiserver's termination sequence.
 
 use super::*;
 
-fn loopback_options(extra: &[&str]) -> kube_apf_proxy::server::ServeOptions {
+fn loopback_config(extra: &[&str]) -> kube_apf_proxy::server::ServerConfig {
     let mut args = vec![
         "--bind-address=127.0.0.1",
         "--secure-port=0",
         "--admin-address=127.0.0.1:0",
     ];
     args.extend_from_slice(extra);
-    kube_apf_proxy::server::ServeOptions::try_parse_from(args).expect("flags")
+    kube_apf_proxy::cli::ServeOptions::try_parse_from(args)
+        .expect("flags")
+        .server_config()
 }
 
 async fn admin_status(addr: std::net::SocketAddr, path: &str) -> StatusCode {
@@ -32,9 +34,9 @@ async fn admin_status(addr: std::net::SocketAddr, path: &str) -> StatusCode {
 
 #[tokio::test(start_paused = true)]
 async fn termination_fails_readyz_serves_through_the_delay_then_stops() {
-    let options = loopback_options(&["--shutdown-delay-duration=10s"]);
+    let config = loopback_config(&["--shutdown-delay-duration=10s"]);
     let parts = kube_apf_proxy::server::ServeParts::new(echo_handler());
-    let running = kube_apf_proxy::server::start(options, parts)
+    let running = kube_apf_proxy::server::start(config, parts)
         .await
         .expect("start");
     let (secure, admin) = (running.secure_addr(), running.admin_addr());

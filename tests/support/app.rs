@@ -13,8 +13,8 @@ use http::{Request, Response, Version};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kube_apf_proxy::app::App;
+use kube_apf_proxy::cli::ServeOptions;
 use kube_apf_proxy::fairqueue::level_queues::LevelStats;
-use kube_apf_proxy::server::ServeOptions;
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpStream;
@@ -161,7 +161,7 @@ impl AppBuilder {
             }
             None => kube_apf_proxy::config::bootstrap(),
         };
-        let app = within("app start", App::start(opts, &config))
+        let app = within("app start", App::start(opts.config(), &config))
             .await
             .expect("app starts");
         let trust = app

@@ -1,17 +1,27 @@
-//! `kube-apf-proxy serve` flags, with kube-apiserver's names and defaults where one exists.
+//! The flags of the commands that serve (`kube-apf-proxy serve`, `kube-apf-proxy webhook`), with
+//! kube-apiserver's names and defaults where one exists, and the limits `lint` and `simulate`
+//! share with them. `cli` is the only room that knows clap: the rooms below are built from plain
+//! configs, which `cli/configs.rs` fills from these flags.
 //!
 //! Mirrors `pkg/server/options/{secure_serving,authentication,server_run_options}.go`. List flags
 //! take comma-separated values and may repeat, like pflag's `StringSlice`; boolean flags take
 //! `--flag` or `--flag=false`, like Go's `flag` package; durations are written as Go writes them.
+//!
+//! Where a flag's values are a lower room's enum ([`IdentityForwarding`], [`LogFormat`]), the
+//! enum is defined once, in that room, and its [`ValueEnum`] is implemented here with the help
+//! text of each value.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::PossibleValue;
 use clap::{ArgAction, Args, Parser, ValueEnum};
 
-use super::tls::ciphers::{TlsCipherSuite, TlsMinVersion};
 use crate::duration::parse_duration;
+use crate::proxy::IdentityForwarding;
+use crate::server::tls::{TlsCipherSuite, TlsMinVersion};
+use crate::server::LogFormat;
 
 /// Every flag of `kube-apf-proxy serve` (also accepted with no subcommand).
 #[derive(Debug, Clone, Args)]
@@ -54,7 +64,7 @@ pub struct ServeOptions {
     /// Client connections open at once at most; further clients wait in the kernel's accept
     /// backlog. The default fits a large cluster (5,000 nodes with a kubelet and a few agents
     /// each); kube-apiserver itself has no such cap.
-    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, help_heading = "Listening")]
+    #[arg(long, default_value_t = crate::server::DEFAULT_MAX_CONNECTIONS, help_heading = "Listening")]
     pub max_connections: usize,
 
     // === Authentication ===
@@ -242,19 +252,34 @@ pub struct ServeOptions {
     pub shutdown_grace_period: Duration,
 }
 
-/// How the caller's identity is forwarded to the upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum IdentityForwarding {
-    /// Forward the caller's own bearer token; the upstream authenticates it again. The default:
-    /// it needs no privileged proxy credential and can never widen anyone's access (a caller the
-    /// upstream does not accept fails with 401), at the cost of client-certificate callers.
-    Passthrough,
-    /// Authenticate as the proxy and add `Impersonate-*` headers (the proxy needs the
-    /// `impersonate` verb on users, groups, uids and userextras).
-    Impersonate,
-    /// Authenticate with a front-proxy client certificate and send `X-Remote-*` headers (the
-    /// upstream's --requestheader-* flags must trust it).
-    Requestheader,
+/// `--identity-forwarding`: the values of the proxy's [`IdentityForwarding`], with their help.
+impl ValueEnum for IdentityForwarding {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            IdentityForwarding::Passthrough,
+            IdentityForwarding::Impersonate,
+            IdentityForwarding::Requestheader,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            IdentityForwarding::Passthrough => PossibleValue::new("passthrough").help(
+                "Forward the caller's own bearer token; the upstream authenticates it again. The \
+                 default: it needs no privileged proxy credential and can never widen anyone's \
+                 access (a caller the upstream does not accept fails with 401), at the cost of \
+                 client-certificate callers",
+            ),
+            IdentityForwarding::Impersonate => PossibleValue::new("impersonate").help(
+                "Authenticate as the proxy and add `Impersonate-*` headers (the proxy needs the \
+                 `impersonate` verb on users, groups, uids and userextras)",
+            ),
+            IdentityForwarding::Requestheader => PossibleValue::new("requestheader").help(
+                "Authenticate with a front-proxy client certificate and send `X-Remote-*` headers \
+                 (the upstream's --requestheader-* flags must trust it)",
+            ),
+        })
+    }
 }
 
 /// Where the flow-control configuration comes from.
@@ -275,55 +300,21 @@ pub enum FlowControlMode {
     DryRun,
 }
 
-/// The log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
+/// `--log-format`: the values of the server's [`LogFormat`], with their help.
+impl ValueEnum for LogFormat {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[LogFormat::Text, LogFormat::Json]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            LogFormat::Text => PossibleValue::new("text").help("Human-readable lines"),
+            LogFormat::Json => PossibleValue::new("json").help("One JSON object per line"),
+        })
+    }
 }
 
-/// kube-apiserver's default `MaxConcurrentStreams` when the flag is 0 (`secure_serving.go`).
-const DEFAULT_HTTP2_MAX_STREAMS: u32 = 100;
-/// `--max-connections` by default: 5,000 nodes (Kubernetes' largest supported cluster) with a
-/// kubelet and about four other agents each, and room for the controllers.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 25_000;
-
 impl ServeOptions {
-    /// The address the secure listener binds.
-    pub fn secure_address(&self) -> SocketAddr {
-        SocketAddr::new(self.bind_address, self.secure_port)
-    }
-
-    /// Whether the admin listener is secure: `--admin-secure` when given, else whenever
-    /// `--admin-address` is not a loopback address.
-    pub fn admin_secure(&self) -> bool {
-        self.admin_secure
-            .unwrap_or(!self.admin_address.ip().is_loopback())
-    }
-
-    /// The server's total concurrency limit: the sum of the two inflight flags, as in the apiserver.
-    pub fn server_concurrency_limit(&self) -> u32 {
-        self.limits.server_concurrency_limit()
-    }
-
-    /// The upstream client's connection bound and its reserve for ordinary requests.
-    pub fn upstream_limits(&self) -> crate::upstream::UpstreamLimits {
-        crate::upstream::UpstreamLimits::new(
-            self.upstream_max_connections as usize,
-            self.server_concurrency_limit() as usize,
-        )
-    }
-
-    /// The HTTP/2 stream limit advertised to clients (the flag, or 100 when it is 0).
-    pub fn http2_max_streams(&self) -> u32 {
-        match self.http2_max_streams_per_connection {
-            0 => DEFAULT_HTTP2_MAX_STREAMS,
-            n => n,
-        }
-    }
-
     /// Parses serve flags alone (without the program name), for tests and embedders.
     pub fn try_parse_from<I, T>(args: I) -> Result<Self, clap::Error>
     where
@@ -411,6 +402,48 @@ impl ServerLimits {
     pub fn server_concurrency_limit(&self) -> u32 {
         self.max_requests_inflight
             .saturating_add(self.max_mutating_requests_inflight)
+    }
+}
+
+/// `kube-apf-proxy webhook` flags.
+#[derive(Debug, Clone, Args)]
+pub struct WebhookOptions {
+    /// The address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+    /// The HTTPS port.
+    #[arg(long, default_value_t = 8444)]
+    pub secure_port: u16,
+    /// The serving certificate (PEM chain); reloaded when it changes. Without it and the key, a
+    /// self-signed certificate is generated (for trying it out: the apiserver will not trust it).
+    #[arg(long, requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The serving certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// The reference configuration single objects are judged against (the rest of the cluster's
+    /// flow control); the embedded default configuration without it. Reloaded when it changes.
+    #[arg(long)]
+    pub config_dir: Option<PathBuf>,
+    /// `KEY=VALUE`: the label of the ConfigMaps that hold the proxy's configuration; such a
+    /// ConfigMap is validated whole, as the proxy would load it.
+    #[arg(long, default_value = "kube-apf-proxy.io/flowcontrol-config=true", value_parser = parse_label)]
+    pub configmap_label: (String, String),
+    /// The proxy's limits, for the level findings.
+    #[command(flatten)]
+    pub limits: ServerLimits,
+    /// `text` or `json` logs.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Log verbosity: 0 info, 1 debug, 2 and more trace; RUST_LOG overrides it.
+    #[arg(short = 'v', long = "v", default_value_t = 0)]
+    pub verbosity: u8,
+}
+
+fn parse_label(value: &str) -> Result<(String, String), String> {
+    match value.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {value:?}")),
     }
 }
 
