@@ -65,35 +65,43 @@ pub enum CoordinationConfigError {
 }
 
 impl CoordinationConfig {
-    /// The configuration, the replica id defaulted to `$POD_NAME`, then the hostname, and every
-    /// field checked.
+    /// The configuration the flags give: the replica id defaulted to `$POD_NAME`, then the
+    /// hostname (empty without any), the Lease duration to [`DEFAULT_LEASE_DURATION`]. Checked
+    /// by [`validate`](Self::validate).
     pub fn new(
         namespace: String,
         kubeconfig: Option<PathBuf>,
         replica_id: Option<String>,
         lease_duration: Option<Duration>,
-    ) -> Result<Self, CoordinationConfigError> {
+    ) -> Self {
         let replica_id = replica_id
-            .or_else(|| std::env::var("POD_NAME").ok())
+            .or_else(|| std::env::var("POD_NAME").ok().filter(|id| !id.is_empty()))
             .or_else(hostname)
-            .filter(|id| !id.is_empty())
-            .ok_or(CoordinationConfigError::NoReplicaId)?;
-        if !is_dns_subdomain(&replica_id, 200) {
-            return Err(CoordinationConfigError::BadReplicaId(replica_id));
-        }
-        if !is_dns_subdomain(&namespace, 63) || namespace.contains('.') {
-            return Err(CoordinationConfigError::BadNamespace(namespace));
-        }
-        let lease_duration = lease_duration.unwrap_or(DEFAULT_LEASE_DURATION);
-        if lease_duration < Duration::from_secs(3) {
-            return Err(CoordinationConfigError::LeaseTooShort(lease_duration));
-        }
-        Ok(CoordinationConfig {
+            .unwrap_or_default();
+        CoordinationConfig {
             namespace,
             kubeconfig,
             replica_id,
-            lease_duration,
-        })
+            lease_duration: lease_duration.unwrap_or(DEFAULT_LEASE_DURATION),
+        }
+    }
+
+    /// Whether the replica id can name a Lease, the namespace is a namespace name, and the Lease
+    /// duration leaves a renew period of a second.
+    pub fn validate(&self) -> Result<(), CoordinationConfigError> {
+        if self.replica_id.is_empty() {
+            return Err(CoordinationConfigError::NoReplicaId);
+        }
+        if !is_dns_subdomain(&self.replica_id, 200) {
+            return Err(CoordinationConfigError::BadReplicaId(self.replica_id.clone()));
+        }
+        if !is_dns_subdomain(&self.namespace, 63) || self.namespace.contains('.') {
+            return Err(CoordinationConfigError::BadNamespace(self.namespace.clone()));
+        }
+        if self.lease_duration < Duration::from_secs(3) {
+            return Err(CoordinationConfigError::LeaseTooShort(self.lease_duration));
+        }
+        Ok(())
     }
 }
 
@@ -162,22 +170,27 @@ mod tests {
     #[test]
     fn replica_ids_and_namespaces_are_checked() {
         let d = Some(Duration::from_secs(15));
-        let ok = CoordinationConfig::new("kube-system".into(), None, Some("pod-a.1".into()), d);
-        assert_eq!(ok.map(|c| c.replica_id), Ok("pod-a.1".to_string()));
-        for bad in ["Pod", "-a", "a_b", ""] {
-            let got = CoordinationConfig::new("ns".into(), None, Some(bad.into()), d);
-            assert!(got.is_err(), "{bad:?}");
+        let config = |ns: &str, id: &str, d| {
+            CoordinationConfig::new(ns.into(), None, Some(id.into()), d).validate()
+        };
+        assert_eq!(config("kube-system", "pod-a.1", d), Ok(()));
+        for bad in ["Pod", "-a", "a_b"] {
+            assert!(config("ns", bad, d).is_err(), "{bad:?}");
         }
-        let got = CoordinationConfig::new("a.b".into(), None, Some("a".into()), d);
         assert_eq!(
-            got,
+            config("ns", "", d),
+            Err(CoordinationConfigError::NoReplicaId)
+        );
+        assert_eq!(
+            config("a.b", "a", d),
             Err(CoordinationConfigError::BadNamespace("a.b".into()))
         );
         let short = Some(Duration::from_secs(2));
-        let got = CoordinationConfig::new("ns".into(), None, Some("a".into()), short);
         assert!(matches!(
-            got,
+            config("ns", "a", short),
             Err(CoordinationConfigError::LeaseTooShort(_))
         ));
+        let defaulted = CoordinationConfig::new("ns".into(), None, Some("a".into()), None);
+        assert_eq!(defaulted.lease_duration, DEFAULT_LEASE_DURATION);
     }
 }
