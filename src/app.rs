@@ -275,6 +275,17 @@ impl App {
         })
     }
 
+    /// Stops taking part in the coordination without giving the Lease up, as a replica that is
+    /// killed does (its peers take its share back once its Lease expires); it keeps its limit.
+    /// For tests of a crash without a separate process.
+    #[doc(hidden)]
+    pub async fn abandon_lease(&mut self) {
+        if let Some((_, task)) = self.coordination.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+
     /// The listeners (addresses, TLS).
     pub fn running(&self) -> &Running {
         &self.running

@@ -93,10 +93,14 @@ impl CoordinationConfig {
             return Err(CoordinationConfigError::NoReplicaId);
         }
         if !is_dns_subdomain(&self.replica_id, 200) {
-            return Err(CoordinationConfigError::BadReplicaId(self.replica_id.clone()));
+            return Err(CoordinationConfigError::BadReplicaId(
+                self.replica_id.clone(),
+            ));
         }
         if !is_dns_subdomain(&self.namespace, 63) || self.namespace.contains('.') {
-            return Err(CoordinationConfigError::BadNamespace(self.namespace.clone()));
+            return Err(CoordinationConfigError::BadNamespace(
+                self.namespace.clone(),
+            ));
         }
         if self.lease_duration < Duration::from_secs(3) {
             return Err(CoordinationConfigError::LeaseTooShort(self.lease_duration));

@@ -46,6 +46,8 @@ const WATCH_GRACE: Duration = Duration::from_secs(60);
 const MAX_LIST_BYTES: usize = 16 << 20;
 /// The largest answer to a write read.
 const MAX_WRITE_BYTES: usize = 1 << 20;
+/// A level's past demand halves every this many renew periods.
+const DEMAND_HALF_LIFE_RENEWALS: f64 = 0.5;
 /// After a failed write, the least pause before the next (a renewal is due anyway).
 const WRITE_RETRY: Duration = Duration::from_millis(500);
 
@@ -76,6 +78,8 @@ pub struct Coordinator {
     metrics: CoordinationMetrics,
     /// The problem last logged, so that each is logged once.
     problem: Mutex<Option<String>>,
+    /// The demand last measured, and when.
+    measured: Mutex<Option<(Instant, Demand)>>,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -112,6 +116,7 @@ impl Coordinator {
             ready,
             metrics,
             problem: Mutex::new(None),
+            measured: Mutex::new(None),
         })
     }
 
@@ -145,7 +150,7 @@ impl Coordinator {
         let mut retry_at = Instant::now();
         loop {
             let now = Instant::now();
-            let (demand, in_use) = self.measure();
+            let (demand, in_use) = self.measure(now);
             let (record, limit) = {
                 let mut replica = self.replica.lock();
                 (replica.step(now, demand, in_use), replica.limit())
@@ -167,10 +172,23 @@ impl Coordinator {
         }
     }
 
-    /// This replica's seat demand per level (seats in use and waiting now, or the last
-    /// borrowing period's average plus a standard deviation if larger) and its seats in use,
-    /// exempt levels left out.
-    fn measure(&self) -> (Demand, u32) {
+    /// This replica's seat demand per level and its seats in use, exempt levels left out. A
+    /// level's demand is its seats in use and waiting now, or what it was before, halved every
+    /// [`DEMAND_HALF_LIFE_RENEWALS`] of a renew period since, if that is more: a burst counts for
+    /// a little while, a load that moved away stops counting within a renew period or two.
+    fn measure(&self, now: Instant) -> (Demand, u32) {
+        let mut measured = self.measured.lock();
+        let half_life = self
+            .config
+            .lease_duration
+            .mul_f64(DEMAND_HALF_LIFE_RENEWALS / 3.0);
+        let decay = |level: &str| {
+            measured.as_ref().map_or(0.0, |(at, before)| {
+                let halvings =
+                    now.saturating_duration_since(*at).as_secs_f64() / half_life.as_secs_f64();
+                before.levels.get(level).copied().unwrap_or(0.0) * 0.5f64.powf(halvings)
+            })
+        };
         let mut demand = Demand::default();
         let mut in_use = 0u64;
         for level in self.flow_control.levels() {
@@ -179,13 +197,16 @@ impl Coordinator {
             }
             let stats = level.queues.stats();
             in_use += stats.seats_in_use;
-            let now = (stats.seats_in_use + stats.seats_waiting) as f64;
-            let seats = now.max(level.stats.avg + level.stats.std_dev);
+            let current = (stats.seats_in_use + stats.seats_waiting) as f64;
+            let seats = current.max(decay(&level.priority_level.name));
+            // Below a tenth of a seat the memory of a burst is gone.
+            let seats = if seats < 0.1 { 0.0 } else { seats };
             demand.total += seats;
             demand
                 .levels
                 .insert(level.priority_level.name.clone(), seats);
         }
+        *measured = Some((now, demand.clone()));
         (demand, u32::try_from(in_use).unwrap_or(u32::MAX))
     }
 

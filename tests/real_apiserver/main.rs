@@ -11,6 +11,7 @@ mod authn_authz;
 mod config_source;
 mod kubectl_modes;
 mod rejections;
+mod replicas;
 mod simulate;
 mod upstream_h2;
 mod webhook;

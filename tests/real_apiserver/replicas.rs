@@ -1,0 +1,407 @@
+//! Issue 39: replicas that share one budget through Leases in the real kube-apiserver
+//! (`--coordination-kubeconfig` its admin kubeconfig), in front of an in-process slow upstream
+//! that counts the requests it holds at once. The budget is 30 seats (20 + 10); the upstream
+//! must never hold more, wherever the load goes and whichever replica goes away.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::support::app::{request, AppBuilder, TestApp, STATIC_TOKEN};
+use crate::support::kube_apiserver::{KubeApiserver, BOB_TOKEN};
+
+/// `--max-requests-inflight` + `--max-mutating-requests-inflight`.
+const BUDGET: usize = 30;
+/// `--coordination-lease-duration`: renewals every second.
+const LEASE: &str = "3s";
+const RENEW: Duration = Duration::from_secs(1);
+/// How long the upstream holds each counted request.
+const SERVICE: Duration = Duration::from_millis(150);
+/// Client workers of one load (each sends its next request when the last is answered).
+const WORKERS: usize = 45;
+
+/// One level for all the test's requests (95 of 100 shares: its nominal limit rounds up to at
+/// most the share), beside the mandatory `exempt` and `catch-all`.
+const CONFIG: &str = r#"apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: rt-load}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 95
+    limitResponse:
+      type: Queue
+      queuing: {queues: 16, handSize: 4, queueLengthLimit: 100}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: rt-load}
+spec:
+  priorityLevelConfiguration: {name: rt-load}
+  matchingPrecedence: 500
+  distinguisherMethod: {type: ByUser}
+  rules:
+  - subjects: [{kind: Group, group: {name: "system:authenticated"}}]
+    resourceRules: [{verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"]}]
+"#;
+
+/// An upstream that holds each `/api/v1/namespaces/...` request for [`SERVICE`] and counts how
+/// many it holds at once; every other path (`/readyz`, `/metrics`) answers at once.
+struct CountingUpstream {
+    url: String,
+    counts: Arc<Counts>,
+    task: JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Counts {
+    now: AtomicUsize,
+    peak: AtomicUsize,
+    served: AtomicU64,
+}
+
+impl Drop for CountingUpstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl CountingUpstream {
+    async fn start() -> CountingUpstream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let counts = Arc::new(Counts::default());
+        let shared = Arc::clone(&counts);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let counts = Arc::clone(&shared);
+                tokio::spawn(async move {
+                    let service = service_fn(move |request: Request<Incoming>| {
+                        let counts = Arc::clone(&counts);
+                        async move { Ok::<_, Infallible>(answer(request, &counts).await) }
+                    });
+                    let builder =
+                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let _ = builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        CountingUpstream { url, counts, task }
+    }
+
+    fn peak(&self) -> usize {
+        self.counts.peak.load(Ordering::SeqCst)
+    }
+
+    fn served(&self) -> u64 {
+        self.counts.served.load(Ordering::SeqCst)
+    }
+}
+
+async fn answer(request: Request<Incoming>, counts: &Counts) -> Response<Full<Bytes>> {
+    if !request.uri().path().starts_with("/api/v1/namespaces/") {
+        return Response::new(Full::new(Bytes::from_static(b"ok")));
+    }
+    let held = counts.now.fetch_add(1, Ordering::SeqCst) + 1;
+    counts.peak.fetch_max(held, Ordering::SeqCst);
+    tokio::time::sleep(SERVICE).await;
+    counts.now.fetch_sub(1, Ordering::SeqCst);
+    counts.served.fetch_add(1, Ordering::SeqCst);
+    let body = r#"{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}"#;
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// Closed-loop clients of one replica until stopped: each sends a request, reads the answer,
+/// and sends the next (after 429, a short pause).
+struct Load {
+    stop: Arc<AtomicBool>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Load {
+    fn on(app: &TestApp) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let workers = (0..WORKERS)
+            .map(|_| {
+                let client = app.client();
+                let stop = Arc::clone(&stop);
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::SeqCst) {
+                        let mut conn = client.connect().await;
+                        while !stop.load(Ordering::SeqCst) {
+                            let path = "/api/v1/namespaces/default/pods";
+                            let get = request("GET", path, Some(STATIC_TOKEN), Bytes::new());
+                            let response = conn.send_unbounded(get).await;
+                            let status = response.status();
+                            if response.into_body().collect().await.is_err() {
+                                break;
+                            }
+                            if status == http::StatusCode::TOO_MANY_REQUESTS {
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        Load { stop, workers }
+    }
+
+    async fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for worker in self.workers {
+            let _ = tokio::time::timeout(Duration::from_secs(20), worker).await;
+        }
+    }
+}
+
+/// A replica of the budget with the Leases in `namespace`.
+async fn replica(
+    api: &KubeApiserver,
+    upstream: &CountingUpstream,
+    namespace: &str,
+    id: &str,
+    coordinated: bool,
+) -> TestApp {
+    let mut builder = AppBuilder::new(&upstream.url)
+        .token_file()
+        .config(CONFIG)
+        .flag("--max-requests-inflight=20")
+        .flag("--max-mutating-requests-inflight=10")
+        .flag("--request-timeout=8s");
+    if coordinated {
+        builder = builder
+            .flag(format!("--coordination-namespace={namespace}"))
+            .flag(format!(
+                "--coordination-kubeconfig={}",
+                api.path("admin.kubeconfig").display()
+            ))
+            .flag(format!("--replica-id={id}"))
+            .flag(format!("--coordination-lease-duration={LEASE}"));
+    }
+    builder.start().await
+}
+
+fn share(app: &TestApp) -> u32 {
+    app.app.proxy().flow_control().server_concurrency_limit()
+}
+
+/// Polls `check` every 20 ms until it holds; fails with `what` after `limit`. Returns how long
+/// it took.
+async fn wait_until(what: &str, limit: Duration, check: impl Fn() -> bool) -> Duration {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < limit, "not within {limit:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    start.elapsed()
+}
+
+async fn namespace(api: &KubeApiserver, name: &str) {
+    api.admin_ok(&["create", "namespace", name], None).await;
+}
+
+async fn leases(api: &KubeApiserver, namespace: &str) -> String {
+    api.admin_ok(
+        &[
+            "-n",
+            namespace,
+            "get",
+            "leases",
+            "-l",
+            "app.kubernetes.io/name=kube-apf-proxy",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.spec.holderIdentity} {end}",
+        ],
+        None,
+    )
+    .await
+}
+
+/// `GET path` on the (plain HTTP, loopback) admin listener; the body.
+async fn admin_get(app: &TestApp, path: &str) -> String {
+    let stream = tokio::net::TcpStream::connect(app.app.running().admin_addr())
+        .await
+        .expect("connect to the admin listener");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let get = Request::get(path)
+        .header(http::header::HOST, "localhost")
+        .body(http_body_util::Empty::<Bytes>::new())
+        .expect("request");
+    let response = sender.send_request(get).await.expect("admin answer");
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+fn metric(app: &TestApp, name: &str) -> f64 {
+    let text = app.app.metrics().encode();
+    crate::support::app::metric_sum(&text, name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_replicas_never_let_more_than_the_budget_through() {
+    let Some(api) = KubeApiserver::shared() else {
+        return;
+    };
+    let ns = "rt-replicas";
+    namespace(api, ns).await;
+    let upstream = CountingUpstream::start().await;
+    let mut apps = Vec::new();
+    for id in ["r0", "r1", "r2"] {
+        apps.push(replica(api, &upstream, ns, id, true).await);
+    }
+    let limit = Duration::from_secs(20);
+    wait_until("every replica joined", limit, || {
+        apps.iter().all(|a| a.app.ready().is_ready())
+    })
+    .await;
+    wait_until("an even split of the idle budget", limit, || {
+        apps.iter().all(|a| share(a) == 10)
+    })
+    .await;
+    assert_eq!(
+        leases(api, ns).await.trim(),
+        "kube-apf-proxy-r0=r0 kube-apf-proxy-r1=r1 kube-apf-proxy-r2=r2"
+    );
+    assert_eq!(metric(&apps[0], "apf_proxy_coordination_replicas"), 3.0);
+
+    // All the load on r0: it gets everything above the others' floors.
+    let load = Load::on(&apps[0]);
+    let took = wait_until("r0 takes the budget", limit, || share(&apps[0]) >= 26).await;
+    eprintln!("load on r0: share 26 of 30 after {took:?}");
+    tokio::time::sleep(RENEW * 3).await;
+    assert!(upstream.peak() <= BUDGET, "peak {}", upstream.peak());
+    assert!(
+        upstream.peak() >= BUDGET - 6,
+        "the load used the budget: {}",
+        upstream.peak()
+    );
+
+    // The load moves to r2.
+    load.stop().await;
+    let load = Load::on(&apps[2]);
+    let took = wait_until("r2 takes the budget", limit, || share(&apps[2]) >= 26).await;
+    eprintln!("load moved to r2: share 26 of 30 after {took:?}");
+    assert!(
+        share(&apps[0]) <= 2,
+        "r0 gave its share back: {}",
+        share(&apps[0])
+    );
+    tokio::time::sleep(RENEW * 3).await;
+    assert!(upstream.peak() <= BUDGET, "peak {}", upstream.peak());
+
+    // r1 is killed (it stops renewing without giving its Lease up): its floor comes back once
+    // its Lease has expired.
+    apps[1].app.abandon_lease().await;
+    let took = wait_until("r2 takes r1's floor", limit, || share(&apps[2]) >= 28).await;
+    eprintln!("r1 killed: r2 at 28 after {took:?}");
+    assert!(
+        took >= Duration::from_secs(2),
+        "not before the Lease expired: {took:?}"
+    );
+    assert!(upstream.peak() <= BUDGET, "peak {}", upstream.peak());
+
+    // r0 stops gracefully: it gives its Lease up first, and r2 takes the whole budget at once.
+    let r0 = apps.remove(0);
+    let stopped = Instant::now();
+    r0.app.shutdown().await;
+    let took = wait_until("r2 takes r0's floor", limit, || share(&apps[1]) >= 30).await;
+    eprintln!(
+        "r0 stopped: r2 at 30 {:?} after the shutdown began",
+        stopped.elapsed()
+    );
+    assert!(
+        took < RENEW * 2,
+        "at once, not after the Lease expired: {took:?}"
+    );
+    assert!(
+        leases(api, ns).await.contains("kube-apf-proxy-r0= "),
+        "r0 released"
+    );
+    tokio::time::sleep(RENEW * 2).await;
+    load.stop().await;
+    assert!(upstream.peak() <= BUDGET, "peak {}", upstream.peak());
+    eprintln!(
+        "peak {} of {BUDGET}; {} requests served",
+        upstream.peak(),
+        upstream.served()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forbidden_leases_fall_back_to_a_conservative_share_and_stay_ready() {
+    let Some(api) = KubeApiserver::shared() else {
+        return;
+    };
+    let upstream = CountingUpstream::start().await;
+    // bob may not touch Leases anywhere: every list and write is forbidden.
+    let kubeconfig = tempfile::NamedTempFile::new().expect("tempfile");
+    let server = &api.server;
+    let ca = api.path("ca.crt");
+    let contents = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{server}\", \
+         certificate-authority: \"{}\"}}\nusers:\n- name: bob\n  user: {{token: {BOB_TOKEN}}}\n\
+         contexts:\n- name: c\n  context: {{cluster: c, user: bob}}\ncurrent-context: c\n",
+        ca.display()
+    );
+    std::fs::write(kubeconfig.path(), contents).expect("write kubeconfig");
+    let app = AppBuilder::new(&upstream.url)
+        .token_file()
+        .config(CONFIG)
+        .flag("--max-requests-inflight=20")
+        .flag("--max-mutating-requests-inflight=10")
+        .flag("--coordination-namespace=rt-forbidden")
+        .flag(format!(
+            "--coordination-kubeconfig={}",
+            kubeconfig.path().display()
+        ))
+        .flag("--replica-id=lonely")
+        .flag(format!("--coordination-lease-duration={LEASE}"))
+        .start()
+        .await;
+    assert!(share(&app) < 30, "never the whole budget, even at start");
+    wait_until(
+        "ready with a fall-back share",
+        Duration::from_secs(10),
+        || app.app.ready().is_ready(),
+    )
+    .await;
+    assert_eq!(share(&app), 10, "30 / 3 replicas assumed");
+    assert_eq!(metric(&app, "apf_proxy_coordination_fallback"), 1.0);
+    assert_eq!(metric(&app, "apf_proxy_coordination_share_seats"), 10.0);
+    let readyz = admin_get(&app, "/readyz?verbose").await;
+    assert!(
+        readyz.contains("[+]coordination ok: serving with a conservative share of 10 seats")
+            && readyz.contains("leases.coordination.k8s.io"),
+        "{readyz}"
+    );
+}
