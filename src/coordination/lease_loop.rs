@@ -47,7 +47,7 @@ const MAX_LIST_BYTES: usize = 16 << 20;
 /// The largest answer to a write read.
 const MAX_WRITE_BYTES: usize = 1 << 20;
 /// A level's past demand halves every this many renew periods.
-const DEMAND_HALF_LIFE_RENEWALS: f64 = 0.5;
+const DEMAND_HALF_LIFE_RENEWALS: f64 = 0.25;
 /// After a failed write, the least pause before the next (a renewal is due anyway).
 const WRITE_RETRY: Duration = Duration::from_millis(500);
 

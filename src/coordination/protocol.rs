@@ -13,6 +13,8 @@
 //!   share. One watch stream delivers every Lease's changes in the store's order, so "a later
 //!   record" needs no comparison of resource versions. A replica that sees a peer's new claim
 //!   renews its own record at once, so a claim is confirmed within a round trip, not a renewal.
+//!   A demand that halved or doubled is written before the renewal too (at most four times a
+//!   renew period), so the split follows a load that moves within about one renew period.
 //! - **Stale or missing information errs smaller.** A peer's record that cannot be read counts as
 //!   holding the whole budget; a peer is live while its record changed less than a Lease
 //!   duration ago on this replica's clock (as client-go's leader election judges a holder).
@@ -378,7 +380,16 @@ impl Replica {
             .last_written
             .as_ref()
             .is_none_or(|last| last.share != record.share || last.claim != record.claim);
-        if !(renew_due || changed || self.ack_due) {
+        // A demand that halved or doubled is news the peers' split needs before the renewal;
+        // at most four times a renew period.
+        let demand_moved = self.last_written.as_ref().is_some_and(|last| {
+            let (a, b) = (last.demand, record.demand);
+            (a - b).abs() >= 1.0_f64.max(a.max(b) / 2.0)
+                && self
+                    .last_write_attempt
+                    .is_none_or(|at| now >= at + self.settings.renew_period() / 4)
+        });
+        if !(renew_due || changed || self.ack_due || demand_moved) {
             return None;
         }
         self.ack_due = false;

@@ -293,6 +293,14 @@ async fn three_replicas_never_let_more_than_the_budget_through() {
         "kube-apf-proxy-r0=r0 kube-apf-proxy-r1=r1 kube-apf-proxy-r2=r2"
     );
     assert_eq!(metric(&apps[0], "apf_proxy_coordination_replicas"), 3.0);
+    let idle = Instant::now();
+    let before = metric(&apps[0], "apf_proxy_coordination_lease_requests_total");
+    tokio::time::sleep(RENEW * 6).await;
+    let requests = metric(&apps[0], "apf_proxy_coordination_lease_requests_total") - before;
+    eprintln!(
+        "idle: {:.0} Lease requests a minute per replica (renewals every {RENEW:?})",
+        requests * 60.0 / idle.elapsed().as_secs_f64()
+    );
 
     // All the load on r0: it gets everything above the others' floors.
     let load = Load::on(&apps[0]);
@@ -307,10 +315,14 @@ async fn three_replicas_never_let_more_than_the_budget_through() {
     );
 
     // The load moves to r2.
+    let moved = Instant::now();
     load.stop().await;
     let load = Load::on(&apps[2]);
-    let took = wait_until("r2 takes the budget", limit, || share(&apps[2]) >= 26).await;
-    eprintln!("load moved to r2: share 26 of 30 after {took:?}");
+    wait_until("r2 takes the budget", limit, || share(&apps[2]) >= 26).await;
+    eprintln!(
+        "load moved to r2: share 26 of 30 {:?} after the load moved",
+        moved.elapsed()
+    );
     assert!(
         share(&apps[0]) <= 2,
         "r0 gave its share back: {}",
@@ -404,4 +416,39 @@ async fn forbidden_leases_fall_back_to_a_conservative_share_and_stay_ready() {
             && readyz.contains("leases.coordination.k8s.io"),
         "{readyz}"
     );
+}
+
+/// Sends the load to all three replicas at once, with and without coordination, and prints the
+/// upstream's peak against the budget (`BENCHMARKS.md`). A measurement: run it by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a measurement for BENCHMARKS.md"]
+async fn measure_peak_concurrency_with_and_without_coordination() {
+    let Some(api) = KubeApiserver::shared() else {
+        return;
+    };
+    namespace(api, "rt-measure").await;
+    for coordinated in [false, true] {
+        let upstream = CountingUpstream::start().await;
+        let mut apps = Vec::new();
+        for id in ["m0", "m1", "m2"] {
+            apps.push(replica(api, &upstream, "rt-measure", id, coordinated).await);
+        }
+        wait_until("ready", Duration::from_secs(20), || {
+            apps.iter().all(|a| a.app.ready().is_ready())
+        })
+        .await;
+        let loads: Vec<Load> = apps.iter().map(Load::on).collect();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        for load in loads {
+            load.stop().await;
+        }
+        eprintln!(
+            "coordination {coordinated}: upstream peak {} for a budget of {BUDGET}; {} served in 10 s",
+            upstream.peak(),
+            upstream.served()
+        );
+        for app in apps {
+            app.app.shutdown().await;
+        }
+    }
 }

@@ -383,3 +383,26 @@ fn an_unreadable_peer_counts_as_holding_the_whole_budget() {
     r.step(now, demand(50.0), 0);
     assert_eq!(r.phase(), Phase::Joining, "no room while b may hold it all");
 }
+
+#[test]
+fn a_demand_that_doubles_is_written_before_the_renewal_but_not_more_than_four_times_a_period() {
+    let now = Instant::now();
+    let mut r = Replica::new("a".into(), settings(30, 7), now);
+    r.relist(Vec::new(), now);
+    let first = r.step(now, demand(4.0), 0).expect("the first record");
+    r.written(first, now, true);
+    let soon = now + Duration::from_millis(100);
+    assert_eq!(
+        r.step(soon, demand(40.0), 0),
+        None,
+        "not within a quarter period"
+    );
+    let later = now + Duration::from_millis(1300);
+    let record = r
+        .step(later, demand(40.0), 0)
+        .expect("written before the renewal");
+    assert_eq!(record.demand, 40.0);
+    r.written(record, later, true);
+    let after = later + Duration::from_millis(1300);
+    assert_eq!(r.step(after, demand(45.0), 0), None, "a small change waits");
+}
