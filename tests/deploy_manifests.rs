@@ -242,8 +242,10 @@ fn the_in_cluster_deployment_is_highly_available_secure_and_reachable() {
     let namespace = deployment["metadata"]["namespace"].as_str();
     assert_eq!(opts.coordination_namespace.as_deref(), namespace);
     let env = proxy["env"].as_sequence().expect("env");
-    assert!(env.iter().any(|e| e["name"] == "POD_NAME"
-        && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"));
+    assert!(env
+        .iter()
+        .any(|e| e["name"] == "POD_NAME"
+            && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"));
     let role = of_kind(&docs, "Role");
     assert_eq!(role["metadata"]["namespace"].as_str(), namespace);
     assert_eq!(role["rules"][0]["resources"][0], "leases");

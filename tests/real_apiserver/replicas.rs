@@ -452,3 +452,134 @@ async fn measure_peak_concurrency_with_and_without_coordination() {
         }
     }
 }
+
+/// A TCP relay to the apiserver that can be cut (every connection closed, new ones refused) and
+/// restored: the Lease store going away and coming back.
+struct Relay {
+    port: u16,
+    down: Arc<AtomicBool>,
+    connections: Arc<parking_lot::Mutex<Vec<JoinHandle<()>>>>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.cut();
+    }
+}
+
+impl Relay {
+    async fn to(target: std::net::SocketAddr) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let down = Arc::new(AtomicBool::new(false));
+        let connections = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let (flag, held) = (Arc::clone(&down), Arc::clone(&connections));
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    continue;
+                };
+                if flag.load(Ordering::SeqCst) {
+                    continue;
+                }
+                held.lock().push(tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                }));
+            }
+        });
+        Relay {
+            port,
+            down,
+            connections,
+            task,
+        }
+    }
+
+    fn cut(&self) {
+        self.down.store(true, Ordering::SeqCst);
+        for connection in self.connections.lock().drain(..) {
+            connection.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.down.store(false, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_lease_store_going_away_leaves_conservative_shares_and_readiness() {
+    let Some(api) = KubeApiserver::shared() else {
+        return;
+    };
+    let ns = "rt-store-down";
+    namespace(api, ns).await;
+    let target: std::net::SocketAddr = api
+        .server
+        .trim_start_matches("https://")
+        .parse()
+        .expect("the apiserver's address");
+    let relay = Relay::to(target).await;
+    let admin = std::fs::read_to_string(api.path("admin.kubeconfig")).expect("admin kubeconfig");
+    let via_relay = admin.replace(&api.server, &format!("https://127.0.0.1:{}", relay.port));
+    assert_ne!(admin, via_relay, "the kubeconfig names the server");
+    let kubeconfig = tempfile::NamedTempFile::new().expect("tempfile");
+    std::fs::write(kubeconfig.path(), via_relay).expect("write kubeconfig");
+    let upstream = CountingUpstream::start().await;
+    let mut apps = Vec::new();
+    for id in ["s0", "s1"] {
+        let app = AppBuilder::new(&upstream.url)
+            .token_file()
+            .config(CONFIG)
+            .flag("--max-requests-inflight=20")
+            .flag("--max-mutating-requests-inflight=10")
+            .flag("--request-timeout=8s")
+            .flag(format!("--coordination-namespace={ns}"))
+            .flag(format!(
+                "--coordination-kubeconfig={}",
+                kubeconfig.path().display()
+            ))
+            .flag(format!("--replica-id={id}"))
+            .flag(format!("--coordination-lease-duration={LEASE}"))
+            .start()
+            .await;
+        apps.push(app);
+    }
+    let limit = Duration::from_secs(20);
+    let load = Load::on(&apps[0]);
+    wait_until("s0 takes the budget", limit, || share(&apps[0]) >= 28).await;
+
+    // The store goes away: both fall back within two thirds of a Lease duration, to
+    // min(share, 30 / 2 replicas seen), stay ready, and say why.
+    relay.cut();
+    let took = wait_until("both fall back", limit, || {
+        apps.iter()
+            .all(|a| metric(a, "apf_proxy_coordination_fallback") == 1.0)
+    })
+    .await;
+    eprintln!("store cut: both in fall-back after {took:?}");
+    assert_eq!((share(&apps[0]), share(&apps[1])), (15, 2));
+    assert!(apps.iter().all(|a| a.app.ready().is_ready()));
+    let readyz = admin_get(&apps[0], "/readyz?verbose").await;
+    assert!(
+        readyz.contains("[+]coordination ok: serving with a conservative share of 15 seats"),
+        "{readyz}"
+    );
+    tokio::time::sleep(RENEW * 2).await;
+    assert!(upstream.peak() <= BUDGET, "peak {}", upstream.peak());
+
+    // The store comes back: both join again, and the share follows the load again.
+    relay.restore();
+    wait_until("both joined again", limit, || {
+        apps.iter()
+            .all(|a| metric(a, "apf_proxy_coordination_fallback") == 0.0)
+    })
+    .await;
+    wait_until("s0 takes the budget again", limit, || share(&apps[0]) >= 28).await;
+    load.stop().await;
+    assert!(upstream.peak() <= BUDGET, "peak {}", upstream.peak());
+}
