@@ -208,7 +208,7 @@ pub struct ServeOptions {
     #[arg(long, requires = "coordination_namespace", help_heading = "Replicas")]
     pub coordination_kubeconfig: Option<PathBuf>,
 
-    /// This replica's name among the replicas (its Lease is kube-apf-proxy-<ID>); $POD_NAME,
+    /// This replica's name among the replicas (its Lease is kube-apf-proxy-ID); $POD_NAME,
     /// then the hostname, without it.
     #[arg(long, requires = "coordination_namespace", help_heading = "Replicas")]
     pub replica_id: Option<String>,
