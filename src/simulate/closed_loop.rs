@@ -25,7 +25,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::engine::{Outcome, Sim, SimError, SimOptions, TICK};
-use super::record::{ClientRecord, SimReport};
+use super::record::ClientRecord;
+use super::report::SimReport;
 use super::workload::{Client, Workload};
 use crate::config::Config;
 use crate::fairqueue::flow_request::{FlowRequest, Handling};

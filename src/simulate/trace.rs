@@ -19,7 +19,10 @@ use std::io::BufRead;
 use std::time::Duration;
 
 use crate::auth::Identity;
-use crate::classify::{read_bounded_line, MAX_LINE_BYTES};
+use crate::classify::read_bounded_line;
+
+pub use input::{SkippedKind, SkippedLines, TraceInput, TraceRun, Window};
+pub use problem::LineProblem;
 
 /// One thing that happens in a recorded workload.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,14 +75,25 @@ pub struct TraceOptions {
     pub strict: bool,
 }
 
+impl TraceOptions {
+    /// Options for a replay at `request_timeout`: the reorder window is `reorder_window`, or
+    /// without it the request timeout plus 5 s.
+    pub fn new(reorder_window: Option<Duration>, request_timeout: Duration, strict: bool) -> Self {
+        TraceOptions {
+            reorder_window: reorder_window.unwrap_or(request_timeout + Duration::from_secs(5)),
+            strict,
+        }
+    }
+}
+
 /// A line that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: {message}")]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("line {line}: {problem}")]
 pub struct TraceLineError {
     /// 1-based line number.
     pub line: u64,
     /// What is wrong with it.
-    pub message: String,
+    pub problem: LineProblem,
 }
 
 /// The format a trace turned out to be in.
@@ -201,6 +215,18 @@ impl<R: BufRead> TraceReader<R> {
         Self::with_source(Source::Inline(Lines::new(input)), options)
     }
 
+    /// With a second CPU, [`TraceReader::read_ahead`]; on one, [`TraceReader::new`].
+    pub fn read_ahead_on_a_second_cpu(input: R, options: TraceOptions) -> std::io::Result<Self>
+    where
+        R: Send + 'static,
+    {
+        if std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
+            Self::read_ahead(input, options)
+        } else {
+            Ok(Self::new(input, options))
+        }
+    }
+
     /// A reader over `input` whose lines are read on a thread of its own, a few hundred lines
     /// ahead of the caller, and decoded (JSON, timestamps: most of the work) there or, when the
     /// caller would otherwise wait for them, by the caller: two CPUs share the decoding. What
@@ -267,14 +293,14 @@ impl<R: BufRead> TraceReader<R> {
             self.stats.lines += 1;
             let parsed = match decoded {
                 Decoded::TooLong => {
-                    self.line_error(format!("line longer than {MAX_LINE_BYTES} bytes"));
+                    self.line_error(LineProblem::TooLong);
                     continue;
                 }
                 Decoded::Blank => continue,
                 // Before the format is known: a rotated log read from mid-line starts with a
                 // fragment, which is reported and skipped like any bad line.
-                Decoded::Undetected(message) => {
-                    self.line_error(message);
+                Decoded::Undetected(problem) => {
+                    self.line_error(problem);
                     continue;
                 }
                 Decoded::Audit(decoded) => {
@@ -309,7 +335,7 @@ impl<R: BufRead> TraceReader<R> {
                     self.release(false);
                 }
                 Ok(Parsed::Ignored) => self.stats.ignored += 1,
-                Err(message) => self.line_error(message),
+                Err(problem) => self.line_error(problem),
             }
         }
         if self.eof {
@@ -318,11 +344,11 @@ impl<R: BufRead> TraceReader<R> {
         Ok(())
     }
 
-    fn line_error(&mut self, message: String) {
+    fn line_error(&mut self, problem: LineProblem) {
         self.stats.malformed += 1;
         let error = TraceLineError {
             line: self.line,
-            message,
+            problem,
         };
         self.ready.push_back(Err(TraceError::Line(error)));
     }
@@ -423,11 +449,11 @@ enum Decoded {
     /// Only whitespace.
     Blank,
     /// None of the formats, before one was found (why not).
-    Undetected(String),
+    Undetected(LineProblem),
     /// An audit event line.
-    Audit(Result<audit::Decoded, String>),
+    Audit(Result<audit::Decoded, LineProblem>),
     /// A line of a format that needs no state.
-    Stateless(TraceFormat, Result<Parsed, String>),
+    Stateless(TraceFormat, Result<Parsed, LineProblem>),
 }
 
 /// An input's lines, read and decoded in order (on the caller's thread or the reading thread):
@@ -513,7 +539,7 @@ pub const EXPECTED_FORMATS: &str = "expected audit.k8s.io Event JSON lines (kube
 /// An audit event is `kind: Event` (or `EventList`) with an `audit.k8s.io/*` `apiVersion`, or
 /// with no `apiVersion` and an `auditID` or `items` (falco's trace files leave `apiVersion` out;
 /// a core `v1` `Event` is not an audit event).
-fn detect(line: &[u8]) -> Result<TraceFormat, String> {
+fn detect(line: &[u8]) -> Result<TraceFormat, LineProblem> {
     use serde::de::IgnoredAny;
     #[derive(serde::Deserialize)]
     struct Probe<'a> {
@@ -533,7 +559,7 @@ fn detect(line: &[u8]) -> Result<TraceFormat, String> {
         url: Option<IgnoredAny>,
     }
     let probe = serde_json::from_slice::<Probe<'_>>(line)
-        .map_err(|e| format!("not a JSON object ({e}); {EXPECTED_FORMATS}"))?;
+        .map_err(|e| LineProblem::NotJson(e.to_string()))?;
     let audit_kind = matches!(probe.kind.as_deref(), Some("Event" | "EventList"));
     let audit_version = match probe.api_version.as_deref() {
         Some(v) => v.starts_with("audit.k8s.io/"),
@@ -551,7 +577,7 @@ fn detect(line: &[u8]) -> Result<TraceFormat, String> {
     } else if probe.at.is_some() && probe.url.is_some() {
         Ok(TraceFormat::TraceLines)
     } else {
-        Err(format!("not a trace line: {EXPECTED_FORMATS}"))
+        Err(LineProblem::NoFormat)
     }
 }
 
@@ -608,6 +634,8 @@ fn micro_time(b: &[u8]) -> Option<time::OffsetDateTime> {
 mod access;
 mod ahead;
 mod audit;
+mod input;
 mod lines;
+mod problem;
 #[cfg(test)]
 mod tests;

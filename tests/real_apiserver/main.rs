@@ -9,6 +9,7 @@ mod support;
 
 mod authn_authz;
 mod config_source;
+mod helm;
 mod kubectl_modes;
 mod rejections;
 mod replicas;

@@ -6,7 +6,7 @@ use super::*;
 use crate::auth::Identity;
 use crate::config::load::{load_sources, SourceFile};
 use crate::config::parse::Format;
-use crate::simulate::record::{LevelReport, Rejected, SchemaReport};
+use crate::simulate::report::{LevelReport, Rejected, SchemaReport};
 
 /// One queuing level `work` (one queue, `queue_length_limit` long) for user alice. At a server
 /// limit of 6 it gets 6 seats (shares 100 against catch-all's 5; exempt has none).

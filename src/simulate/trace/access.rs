@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{parse_timestamp, Parsed, TraceEvent, TraceRequest};
+use super::{parse_timestamp, LineProblem, Parsed, TraceEvent, TraceRequest};
 use crate::auth::Identity;
 
 /// The tracing target of access-log events.
@@ -51,9 +51,9 @@ fn millis(ms: f64) -> Duration {
     Duration::try_from_secs_f64(ms.max(0.0) / 1e3).unwrap_or_default()
 }
 
-pub(super) fn parse_line(line: &[u8], number: u64) -> Result<Parsed, String> {
+pub(super) fn parse_line(line: &[u8], number: u64) -> Result<Parsed, LineProblem> {
     let l: Line<'_> =
-        serde_json::from_slice(line).map_err(|e| format!("not an access-log line: {e}"))?;
+        serde_json::from_slice(line).map_err(|e| LineProblem::NotAccessLog(e.to_string()))?;
     if l.target.as_deref() != Some(ACCESS_TARGET) {
         // Other log events in the same stream.
         return Ok(Parsed::Ignored);
@@ -61,21 +61,22 @@ pub(super) fn parse_line(line: &[u8], number: u64) -> Result<Parsed, String> {
     if l.flow_schema.as_deref().unwrap_or_default().is_empty() {
         return Ok(Parsed::Ignored);
     }
-    let field = |v: Option<Cow<'_, str>>, name: &str| {
+    let field = |v: Option<Cow<'_, str>>, name: &'static str| {
         v.map(Cow::into_owned)
-            .ok_or_else(|| format!("access-log line without {name} (written by an older proxy?)"))
+            .ok_or(LineProblem::AccessWithout(name))
     };
-    let arrival = parse_timestamp(&field(l.received, "received")?)?;
+    let arrival =
+        parse_timestamp(&field(l.received, "received")?).map_err(LineProblem::Timestamp)?;
     let method: http::Method = field(l.method, "method")?
         .parse()
-        .map_err(|e| format!("method: {e}"))?;
+        .map_err(|e: http::method::InvalidMethod| LineProblem::Method(e.to_string()))?;
     let uri = field(l.uri, "uri")?;
     let user = field(l.user, "user")?;
     let groups: Vec<String> = match l.groups {
-        Some(g) => serde_json::from_str(&g).map_err(|e| format!("groups: {e}"))?,
+        Some(g) => serde_json::from_str(&g).map_err(|e| LineProblem::Groups(e.to_string()))?,
         None => Vec::new(),
     };
-    let total = millis(l.duration_ms.ok_or("access-log line without duration_ms")?);
+    let total = millis(l.duration_ms.ok_or(LineProblem::AccessWithoutDuration)?);
     let waited = millis(l.queue_wait_ms.unwrap_or_default());
     // `execution_ms` runs from the seats' grant; older lines only have the whole duration.
     let executed = match l.execution_ms {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{parse_timestamp, Parsed, TraceEvent, TraceRequest};
+use super::{parse_timestamp, LineProblem, Parsed, TraceEvent, TraceRequest};
 use crate::auth::Identity;
 
 #[derive(Deserialize)]
@@ -66,9 +66,9 @@ struct ResponseStatus {
 
 /// One line, an `Event` or an `EventList` of them, as far as it can be read without the reader's
 /// state (that is [`apply`]'s part). The items of a list stop at the first that is wrong.
-pub(super) fn decode(line: &[u8]) -> Result<Decoded, String> {
+pub(super) fn decode(line: &[u8]) -> Result<Decoded, LineProblem> {
     let event: Event<'_> =
-        serde_json::from_slice(line).map_err(|e| format!("not an audit event: {e}"))?;
+        serde_json::from_slice(line).map_err(|e| LineProblem::NotAuditEvent(e.to_string()))?;
     match event.kind.as_ref() {
         "Event" => Ok(Decoded::Event(one(event))),
         "EventList" => {
@@ -77,7 +77,7 @@ pub(super) fn decode(line: &[u8]) -> Result<Decoded, String> {
                 let record = if matches!(item.kind.as_ref(), "" | "Event") {
                     one(item)
                 } else {
-                    Err(format!("kind {:?} is not an audit Event", item.kind))
+                    Err(LineProblem::NotAuditKind(item.kind.into_owned()))
                 };
                 let wrong = record.is_err();
                 records.push(record);
@@ -87,7 +87,7 @@ pub(super) fn decode(line: &[u8]) -> Result<Decoded, String> {
             }
             Ok(Decoded::List(records))
         }
-        other => Err(format!("kind {other:?} is not an audit Event")),
+        other => Err(LineProblem::NotAuditKind(other.to_string())),
     }
 }
 
@@ -95,9 +95,9 @@ pub(super) fn decode(line: &[u8]) -> Result<Decoded, String> {
 #[derive(Debug)]
 pub(super) enum Decoded {
     /// An `Event`.
-    Event(Result<Record, String>),
+    Event(Result<Record, LineProblem>),
     /// The items of an `EventList`, up to the first that is wrong.
-    List(Vec<Result<Record, String>>),
+    List(Vec<Result<Record, LineProblem>>),
 }
 
 /// One audit event, decoded.
@@ -121,7 +121,7 @@ pub(super) struct Stage {
     without_duration: bool,
     /// The request it starts (its `key` left empty: the audit ID is), or why it cannot be
     /// replayed. Asked for only when the stage does not end an open request.
-    request: Result<TraceRequest, String>,
+    request: Result<TraceRequest, LineProblem>,
 }
 
 /// The events of a [`decode`]d line, with the reader's state: the audit IDs of long-running
@@ -133,7 +133,7 @@ pub(super) fn apply(
     number: u64,
     open: &mut HashSet<String>,
     without_duration: &mut u64,
-) -> Result<Parsed, String> {
+) -> Result<Parsed, LineProblem> {
     match decoded {
         Decoded::Event(record) => Ok(match stage(record?, number, open, without_duration)? {
             Some((e, written)) => Parsed::Events(vec![e], written),
@@ -160,7 +160,7 @@ fn stage(
     number: u64,
     open: &mut HashSet<String>,
     without_duration: &mut u64,
-) -> Result<Option<(TraceEvent, Duration)>, String> {
+) -> Result<Option<(TraceEvent, Duration)>, LineProblem> {
     let Record::Stage(stage) = record else {
         return Ok(None);
     };
@@ -190,8 +190,11 @@ fn stage(
     Ok(Some((TraceEvent::Request(request), written)))
 }
 
-fn required<'a>(field: Option<Cow<'a, str>>, name: &str) -> Result<Cow<'a, str>, String> {
-    field.ok_or_else(|| format!("audit event without {name}"))
+fn required<'a>(
+    field: Option<Cow<'a, str>>,
+    name: &'static str,
+) -> Result<Cow<'a, str>, LineProblem> {
+    field.ok_or(LineProblem::AuditWithout(name))
 }
 
 /// One audit `Event`, decoded.
@@ -199,7 +202,7 @@ fn required<'a>(field: Option<Cow<'a, str>>, name: &str) -> Result<Cow<'a, str>,
 /// The old form (`audit.k8s.io/v1alpha1`, `v1beta1` before Kubernetes 1.10) has only
 /// `timestamp`, the arrival: such an event is replayed as taking no time, and counted in
 /// `without_duration` so that the run can say so once.
-fn one(event: Event<'_>) -> Result<Record, String> {
+fn one(event: Event<'_>) -> Result<Record, LineProblem> {
     let stage = required(event.stage, "stage")?;
     if stage == "RequestReceived" {
         return Ok(Record::Ignored);
@@ -207,16 +210,22 @@ fn one(event: Event<'_>) -> Result<Record, String> {
     let started = match stage.as_ref() {
         "ResponseStarted" => true,
         "ResponseComplete" | "Panic" => false,
-        other => return Err(format!("stage {other:?} is not an audit stage")),
+        other => return Err(LineProblem::NotAuditStage(other.to_string())),
     };
     let audit_id = required(event.audit_id, "auditID")?.into_owned();
-    let received = event
-        .request_received_timestamp
-        .or(event.timestamp)
-        .ok_or("audit event without requestReceivedTimestamp or timestamp")?;
-    let received = parse_timestamp(&received)?;
+    let received =
+        event
+            .request_received_timestamp
+            .or(event.timestamp)
+            .ok_or(LineProblem::AuditWithout(
+                "requestReceivedTimestamp or timestamp",
+            ))?;
+    let received = parse_timestamp(&received).map_err(LineProblem::Timestamp)?;
     let (written, without_duration) = match event.stage_timestamp {
-        Some(stage_timestamp) => (parse_timestamp(&stage_timestamp)?, false),
+        Some(stage_timestamp) => (
+            parse_timestamp(&stage_timestamp).map_err(LineProblem::Timestamp)?,
+            false,
+        ),
         None => (received, true),
     };
     let request = (|| {
@@ -230,7 +239,7 @@ fn one(event: Event<'_>) -> Result<Record, String> {
         let user = event
             .impersonated_user
             .or(event.user)
-            .ok_or("audit event without user")?;
+            .ok_or(LineProblem::AuditWithout("user"))?;
         let identity = Identity {
             extra: user.extra,
             ..Identity::authenticated(
@@ -268,7 +277,7 @@ fn one(event: Event<'_>) -> Result<Record, String> {
 
 /// The HTTP method behind an audit verb: Kubernetes verbs for resource requests, the lowercased
 /// method for non-resource ones (`requestinfo.go`).
-fn method_of(verb: &str) -> Result<http::Method, String> {
+fn method_of(verb: &str) -> Result<http::Method, LineProblem> {
     Ok(match verb {
         "get" | "list" | "watch" => http::Method::GET,
         "create" | "post" => http::Method::POST,
@@ -278,6 +287,6 @@ fn method_of(verb: &str) -> Result<http::Method, String> {
         "head" => http::Method::HEAD,
         "options" => http::Method::OPTIONS,
         // Impersonation and proxy verbs are not request verbs of their own.
-        other => return Err(format!("verb {other:?} has no HTTP method")),
+        other => return Err(LineProblem::NoHttpMethod(other.to_string())),
     })
 }

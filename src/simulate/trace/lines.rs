@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{Parsed, TraceEvent, TraceRequest};
+use super::{LineProblem, Parsed, TraceEvent, TraceRequest};
 use crate::classify::ClassifyInput;
 
 #[derive(Deserialize)]
@@ -20,12 +20,13 @@ struct Line {
     request: ClassifyInput,
 }
 
-fn seconds(value: f64, name: &str) -> Result<Duration, String> {
-    Duration::try_from_secs_f64(value).map_err(|_| format!("{name}: {value} is not a time"))
+fn seconds(value: f64, field: &'static str) -> Result<Duration, LineProblem> {
+    Duration::try_from_secs_f64(value).map_err(|_| LineProblem::NotATime { field, value })
 }
 
-pub(super) fn parse_line(line: &[u8], number: u64) -> Result<Parsed, String> {
-    let l: Line = serde_json::from_slice(line).map_err(|e| format!("not a trace line: {e}"))?;
+pub(super) fn parse_line(line: &[u8], number: u64) -> Result<Parsed, LineProblem> {
+    let l: Line =
+        serde_json::from_slice(line).map_err(|e| LineProblem::NotTraceLine(e.to_string()))?;
     let arrival = seconds(l.at, "at")?;
     let duration = seconds(l.duration_ms / 1e3, "durationMs")?;
     let first_byte = l
@@ -36,7 +37,7 @@ pub(super) fn parse_line(line: &[u8], number: u64) -> Result<Parsed, String> {
         .request
         .method
         .parse()
-        .map_err(|e| format!("method: {e}"))?;
+        .map_err(|e: http::method::InvalidMethod| LineProblem::Method(e.to_string()))?;
     let request = TraceRequest {
         line: number,
         key: number.to_string(),

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::{anchor, escape};
-use crate::simulate::record::{paired, LevelReport, SchemaReport, SimReport};
+use crate::simulate::report::{paired, LevelReport, SchemaReport, SimReport};
 
 pub(super) fn summary(page: &mut String, runs: &[(&str, &SimReport)]) {
     page.push_str("<section id=\"summary\"><h2>Summary</h2>");

@@ -2,7 +2,7 @@
 //! of a comparison, and bounded however long the timeline.
 
 use super::*;
-use crate::simulate::record::{FlowRejections, Rejected, Sample, SchemaReport, WaitSeconds};
+use crate::simulate::report::{FlowRejections, Rejected, Sample, SchemaReport, WaitSeconds};
 
 fn level(name: &str, arrivals: u64, samples: usize) -> LevelReport {
     LevelReport {
@@ -48,7 +48,7 @@ fn report(levels: Vec<LevelReport>) -> SimReport {
     SimReport {
         requests: 100,
         skipped: 1,
-        skip_reasons: vec![crate::simulate::record::SkipReason {
+        skip_reasons: vec![crate::simulate::report::SkipReason {
             example: "line 1: not a JSON object (EOF while parsing)".to_string(),
             lines: 1,
         }],

@@ -17,12 +17,16 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use super::record::{LevelReport, SimReport};
+use super::{LevelReport, SimReport};
 
 mod chart;
 mod words;
 
 pub use chart::{downsample, MAX_POINTS};
+
+/// How often each level is sampled for the page's charts
+/// ([`SimOptions::timeline_interval`](crate::simulate::SimOptions::timeline_interval)).
+pub const TIMELINE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What was simulated, for the page's heading and its time axes.
 #[derive(Debug, Clone, Copy)]

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use plotters::prelude::*;
 
 use super::{active, anchor, escape, utc_parts};
-use crate::simulate::record::{LevelReport, Sample, SimReport};
+use crate::simulate::report::{LevelReport, Sample, SimReport};
 
 /// The most points drawn per series.
 pub const MAX_POINTS: usize = 2_000;
