@@ -44,7 +44,12 @@ pub(super) fn coordinator(
         lease_duration: config.lease_duration,
         start_replicas: START_REPLICAS,
     };
-    let replica = Replica::new(config.replica_id.clone(), settings, Instant::now());
+    // Records are numbered from the start time, above those of an earlier run of this replica.
+    let first_seq = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2));
+    let replica =
+        Replica::new(config.replica_id.clone(), settings, Instant::now()).with_first_seq(first_seq);
     if u64::from(budget) < 2 * u64::from(floor) {
         tracing::warn!(
             budget,

@@ -2,7 +2,7 @@
 //! what a Lease read from the API says ([`LeaseState`]). Sans-I/O.
 //!
 //! The record lives in one annotation, [`ANNOTATION`], as versioned JSON
-//! (`{"version":1,"share":..,"claim":..,"demand":..,"levels":{..}}`). A version this code does
+//! (`{"version":1,"share":..,"claim":..,"demand":..,"levels":{..},"seq":..}`). A version this code does
 //! not know, or a value that does not decode, is [`LeaseState::Unreadable`]: the protocol then
 //! counts that replica as holding the whole budget.
 
@@ -36,6 +36,8 @@ struct RawRecord {
     demand: f64,
     #[serde(default)]
     levels: BTreeMap<String, f64>,
+    #[serde(default)]
+    seq: u64,
 }
 
 /// The Lease name of replica `id`.
@@ -70,6 +72,7 @@ pub fn encode_record(record: &Record) -> String {
         claim: record.claim,
         demand: record.demand,
         levels: record.levels.clone(),
+        seq: record.seq,
     };
     serde_json::to_string(&raw).unwrap_or_default()
 }
@@ -86,6 +89,7 @@ pub fn decode_record(value: &str) -> Option<Record> {
         claim: raw.claim.max(raw.share),
         demand: raw.demand.max(0.0),
         levels: raw.levels,
+        seq: raw.seq,
     })
 }
 
@@ -166,6 +170,7 @@ mod tests {
             claim: 12,
             demand: 3.5,
             levels: BTreeMap::from([("workload-low".to_string(), 3.5)]),
+            seq: 7,
         }
     }
 

@@ -46,6 +46,11 @@ pub struct Record {
     pub demand: f64,
     /// Its seat demand per priority level.
     pub levels: BTreeMap<String, f64>,
+    /// The writer's number for this record: it grows with every write of one replica process
+    /// and starts where the caller says ([`Replica::with_first_seq`]: the start time), so that
+    /// a replica tells its own records written since a claim from older ones its watch still
+    /// delivers.
+    pub seq: u64,
 }
 
 impl Record {
@@ -129,6 +134,8 @@ pub struct Demand {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Claim {
     seats: u32,
+    /// The number of the first record that carries it.
+    since: u64,
     /// Where the watch showed this claim (or a larger one) in the store.
     echoed_at: Option<u64>,
 }
@@ -155,7 +162,8 @@ pub struct Replica {
     /// A peer announced a new claim: write a record now, so that it can confirm at once.
     ack_due: bool,
     /// The record last handed out for writing.
-    last_attempted: Option<Record>,
+    last_attempted: Option<u64>,
+    next_seq: u64,
     /// Where the watch showed that record, and its claim.
     own_echo: Option<(u64, u32)>,
 }
@@ -183,8 +191,16 @@ impl Replica {
             published_share: 0,
             ack_due: false,
             last_attempted: None,
+            next_seq: 0,
             own_echo: None,
         }
+    }
+
+    /// Numbers its records from `seq` on (a replica that restarts must start above the numbers
+    /// of its previous records: the caller passes the start time in microseconds).
+    pub fn with_first_seq(mut self, seq: u64) -> Replica {
+        self.next_seq = seq;
+        self
     }
 
     /// The replica's id (`holderIdentity`).
@@ -273,11 +289,15 @@ impl Replica {
                 return;
             };
             if let Some(claim) = &mut self.claim {
-                if claim.echoed_at.is_none() && record.claim >= claim.seats {
+                // An older record of its own, still in the watch's backlog, is not an echo.
+                if claim.echoed_at.is_none()
+                    && record.seq >= claim.since
+                    && record.claim >= claim.seats
+                {
                     claim.echoed_at = Some(position);
                 }
             }
-            if self.last_attempted.as_ref() == Some(record) {
+            if self.last_attempted == Some(record.seq) {
                 self.own_echo = Some((position, record.claim));
             }
             return;
@@ -394,10 +414,11 @@ impl Replica {
         }
         self.ack_due = false;
         self.last_write_attempt = Some(now);
-        if self.last_attempted.as_ref() != Some(&record) {
-            self.own_echo = None;
-            self.last_attempted = Some(record.clone());
-        }
+        let mut record = record;
+        record.seq = self.next_seq;
+        self.next_seq += 1;
+        self.own_echo = None;
+        self.last_attempted = Some(record.seq);
         self.published_share = record.share;
         Some(record)
     }
@@ -418,6 +439,7 @@ impl Replica {
             claim,
             demand: self.demand.total,
             levels: self.demand.levels.clone(),
+            seq: 0,
         }
     }
 
@@ -461,6 +483,7 @@ impl Replica {
             // The store may already show a claim this large: the last record written, seen.
             _ => Some(Claim {
                 seats: target,
+                since: self.next_seq,
                 echoed_at: self
                     .own_echo
                     .filter(|(_, claim)| *claim >= target)
