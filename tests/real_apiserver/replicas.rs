@@ -550,6 +550,11 @@ async fn the_lease_store_going_away_leaves_conservative_shares_and_readiness() {
         apps.push(app);
     }
     let limit = Duration::from_secs(20);
+    wait_until("both joined", limit, || {
+        apps.iter()
+            .all(|a| a.app.ready().is_ready() && share(a) == 15)
+    })
+    .await;
     let load = Load::on(&apps[0]);
     wait_until("s0 takes the budget", limit, || share(&apps[0]) >= 28).await;
 
