@@ -360,6 +360,46 @@ fn request_details_add_eight_columns_and_group_version() {
     assert_eq!(text, want);
 }
 
+/// The probe: `%0A` in a path (decoded to a newline), a tab in a name and an escape sequence in a
+/// user name cannot start a row or a column: one header and one row, each control character
+/// escaped, ordinary text (backslashes included) kept.
+#[test]
+fn control_characters_in_cells_never_start_a_row_or_a_column() {
+    let mut forged = request(0, 0, None);
+    forged.flow_distinguisher = "eve\u{1b}[2J".into();
+    forged.details = Some(RequestDetails {
+        user_name: "eve\r\u{85}".into(),
+        request: Arc::new(RequestInfo {
+            verb: "get".into(),
+            path: "/api/v1/namespaces/ns/pods/x\nworkload-low,\tfake-row\\".into(),
+            api_version: "v1".into(),
+            namespace: "ns".into(),
+            resource: "pods".into(),
+            name: "x\tcolumn\u{7f}".into(),
+            ..RequestInfo::default()
+        }),
+    });
+    let text = dump_requests(&[forged], true);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let row = lines[1];
+    assert!(
+        !row.contains(['\t', '\r', '\u{1b}', '\u{7f}', '\u{85}']),
+        "{row}"
+    );
+    for escaped in [
+        r"eve\x1b[2J,",
+        r"eve\r\u0085,",
+        r"/api/v1/namespaces/ns/pods/x\nworkload-low,\tfake-row\,",
+        r"x\tcolumn\x7f,",
+    ] {
+        assert!(row.contains(escaped), "{escaped} in {row}");
+    }
+    // As many columns as the header: each cell but the last ends in "," and padding.
+    let columns = |line: &str| line.matches(", ").count();
+    assert_eq!(columns(row), columns(lines[0]), "{text}");
+}
+
 #[test]
 fn include_request_details_needs_a_non_empty_first_value() {
     let cases = [
@@ -401,9 +441,52 @@ fn rfc3339_nano_trims_the_fraction_and_handles_any_date() {
             "1969-01-01T00:00:00Z",
         ),
         (None, "0001-01-01T00:00:00Z"),
+        // Leap days: 2024 and 2000 are leap years, 1900 and 2100 are not, 1600 is.
+        (
+            Some(UNIX_EPOCH + Duration::new(1_709_208_000, 100_000_000)),
+            "2024-02-29T12:00:00.1Z",
+        ),
+        (
+            Some(UNIX_EPOCH - Duration::from_secs(2_203_891_201)),
+            "1900-02-28T23:59:59Z",
+        ),
+        (
+            Some(UNIX_EPOCH - Duration::from_secs(2_203_891_200)),
+            "1900-03-01T00:00:00Z",
+        ),
+        (
+            Some(UNIX_EPOCH + Duration::from_secs(4_107_542_399)),
+            "2100-02-28T23:59:59Z",
+        ),
+        (
+            Some(UNIX_EPOCH - Duration::from_secs(11_670_998_400)),
+            "1600-02-29T00:00:00Z",
+        ),
+        // Past 32-bit seconds, with a fraction ending in zeros.
+        (
+            Some(UNIX_EPOCH + Duration::new(2_147_483_648, 120_000)),
+            "2038-01-19T03:14:08.00012Z",
+        ),
+        (
+            Some(UNIX_EPOCH - Duration::from_secs(62_135_596_800)),
+            "0001-01-01T00:00:00Z",
+        ),
+        // The last instant of four-digit years; later ones print as it.
+        (
+            Some(UNIX_EPOCH + Duration::new(253_402_300_799, 999_999_999)),
+            "9999-12-31T23:59:59.999999999Z",
+        ),
+        (
+            Some(UNIX_EPOCH + Duration::from_secs(253_402_300_800 * 4)),
+            "9999-12-31T23:59:59.999999999Z",
+        ),
+        (
+            Some(UNIX_EPOCH - Duration::from_secs(62_167_219_201)),
+            "0000-01-01T00:00:00Z",
+        ),
     ];
     for (time, want) in cases {
-        assert_eq!(format_rfc3339_nano(time), want);
+        assert_eq!(format_rfc3339_nano(time), want, "{time:?}");
     }
 }
 
