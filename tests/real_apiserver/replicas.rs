@@ -293,6 +293,21 @@ async fn three_replicas_never_let_more_than_the_budget_through() {
         "kube-apf-proxy-r0=r0 kube-apf-proxy-r1=r1 kube-apf-proxy-r2=r2"
     );
     assert_eq!(metric(&apps[0], "apf_proxy_coordination_replicas"), 3.0);
+    assert_eq!(metric(&apps[0], "apf_proxy_coordination_share_seats"), 10.0);
+    let dump = admin_get(&apps[0], "/debug/api_priority_and_fairness/dump_replicas").await;
+    let dump: serde_json::Value = serde_json::from_str(&dump).expect("dump_replicas is JSON");
+    assert_eq!(dump["replica"], "r0");
+    assert_eq!(dump["phase"], "joined");
+    let peers: Vec<(&str, bool, u64)> = dump["peers"]
+        .as_array()
+        .expect("peers")
+        .iter()
+        .map(|p| {
+            let id = p["replica"].as_str().unwrap_or_default();
+            (id, p["live"] == true, p["share"].as_u64().unwrap_or(0))
+        })
+        .collect();
+    assert_eq!(peers, vec![("r1", true, 10), ("r2", true, 10)], "{dump:#}");
     let idle = Instant::now();
     let before = metric(&apps[0], "apf_proxy_coordination_lease_requests_total");
     tokio::time::sleep(RENEW * 6).await;
