@@ -12,6 +12,7 @@ mod config_source;
 mod helm;
 mod kubectl_modes;
 mod rejections;
+mod replicas;
 mod simulate;
 mod upstream_h2;
 mod webhook;
