@@ -7,7 +7,9 @@
 //! durations Go's `Duration.String`.
 //!
 //! Differences: the apiserver lists levels in `dump_queues` and `dump_requests` in Go map order
-//! (random); here they come in the order given (pass them sorted by name for stable output).
+//! (random); here they come in the order given (pass them sorted by name for stable output). The
+//! apiserver prints cells raw; here their control characters are escaped (`\n`, `\t`, `\x1b`),
+//! so that a path with `%0A`, a resource name or a user name cannot start a row of its own.
 
 mod tabwriter;
 mod time;
@@ -261,11 +263,41 @@ fn detail_cells(details: Option<&RequestDetails>) -> [String; 8] {
     ]
 }
 
-/// One row: the cells joined by `",\t"`, ended by `"\n"`.
+/// One row: the cells joined by `",\t"`, ended by `"\n"`. A cell's control characters are
+/// escaped ([`escape_controls`]): a path, name or user name chosen by a caller cannot start a row
+/// or a column of its own.
 fn row(cells: &[&str]) -> String {
-    let mut line = cells.join(",\t");
+    let mut line = String::new();
+    for (i, cell) in cells.iter().enumerate() {
+        if i > 0 {
+            line.push_str(",\t");
+        }
+        escape_controls(&mut line, cell);
+    }
     line.push('\n');
     line
+}
+
+/// Appends `text` to `out` with each control character (C0, DEL, C1) and line or paragraph
+/// separator written as Go's `%q` writes it: `\n`, `\r`, `\t`, `\xHH` for other ASCII controls,
+/// `\uHHHH` above. Everything else, backslashes included, is kept, so ordinary text reads as the
+/// apiserver prints it.
+fn escape_controls(out: &mut String, text: &str) {
+    use std::fmt::Write as _;
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\x{:02x}", u32::from(c));
+            }
+            c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
 }
 
 #[cfg(test)]

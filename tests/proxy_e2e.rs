@@ -26,6 +26,8 @@ mod flow_control;
 mod identity_refusal;
 #[path = "proxy_e2e/kubectl.rs"]
 mod kubectl;
+#[path = "proxy_e2e/passthrough_identity.rs"]
+mod passthrough_identity;
 #[path = "proxy_e2e/requests.rs"]
 mod requests;
 #[path = "proxy_e2e/seats.rs"]

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 
+use super::stats::AuthMethod;
 use super::transport::TransportError;
 
 /// Which kind of presented credential an authenticator rejected (a bounded metric label).
@@ -118,6 +119,12 @@ pub enum AuthError {
     /// the apiserver chains anonymous with `union.NewFailOnError`.
     #[error("{}", aggregate(.0))]
     Rejected(Vec<CredentialError>),
+    /// The credential that authenticated (a client certificate, or front-proxy headers) ends at
+    /// the proxy, and no bearer token travels in its place: the upstream would serve the
+    /// request as `system:anonymous`, not as the caller (`passthrough` identity forwarding; see
+    /// [`Authenticator::authenticate_forwarded`](super::Authenticator::authenticate_forwarded)).
+    #[error("{}", not_forwarded(*.0))]
+    NotForwarded(AuthMethod),
 }
 
 impl AuthError {
@@ -129,8 +136,32 @@ impl AuthError {
     /// The individual rejections, in authenticator order (empty for `NoCredentials`).
     pub fn errors(&self) -> &[CredentialError] {
         match self {
-            AuthError::NoCredentials => &[],
+            AuthError::NoCredentials | AuthError::NotForwarded(_) => &[],
             AuthError::Rejected(errors) => errors,
+        }
+    }
+
+    /// The message of the caller's `401` Status: the apiserver's bare `Unauthorized`, which
+    /// says nothing about credentials, except for [`AuthError::NotForwarded`], whose caller
+    /// holds a valid credential and is told why it is not enough.
+    pub fn status_message(&self) -> String {
+        match self {
+            AuthError::NoCredentials | AuthError::Rejected(_) => "Unauthorized".to_string(),
+            AuthError::NotForwarded(_) => self.to_string(),
+        }
+    }
+}
+
+fn not_forwarded(method: AuthMethod) -> &'static str {
+    match method {
+        AuthMethod::RequestHeader => {
+            "front-proxy identity headers authenticate to this proxy only: in passthrough identity forwarding they are not forwarded and no bearer token travels in their place, so the upstream would serve the request as system:anonymous; send a bearer token, or run the proxy with --identity-forwarding=requestheader or impersonate"
+        }
+        AuthMethod::ClientCertificate
+        | AuthMethod::TokenFile
+        | AuthMethod::TokenReview
+        | AuthMethod::Anonymous => {
+            "a client certificate authenticates to this proxy only: in passthrough identity forwarding it cannot be forwarded and no bearer token travels in its place, so the upstream would serve the request as system:anonymous; send a bearer token, or run the proxy with --identity-forwarding=impersonate or requestheader"
         }
     }
 }

@@ -424,3 +424,152 @@ async fn websocket_subprotocol_tokens_are_authenticated_after_authorization() {
         .expect_err("bad token");
     assert_eq!(err.errors(), &[CredentialError::InvalidBearerToken]);
 }
+
+/// Passthrough: the identity is the one of the credential that reaches the upstream (the bearer
+/// token); a certificate or front-proxy headers alone are refused, never classified.
+#[tokio::test]
+async fn forwarded_authentication_is_by_the_credential_that_travels() {
+    let pki = Pki::new();
+    let (auth, _) = pki.authenticator(true);
+    let admin = cert(&pki.client_ca, "admin", &["system:masters"]);
+    let proxy = cert(&pki.proxy_ca, "front-proxy", &[]);
+    let stranger = cert(&pki.stranger_ca, "mallory", &["system:masters"]);
+    let remote = |token: Option<&str>| {
+        let mut h = token.map_or_else(HeaderMap::new, bearer);
+        h.insert("x-remote-user", HeaderValue::from_static("proxied"));
+        h
+    };
+    type Want = Result<(&'static str, AuthMethod), Option<AuthMethod>>;
+    let cases: Vec<Case<'_, Want>> = vec![
+        (
+            "token only",
+            bearer("good1"),
+            None,
+            Ok(("user-good1", AuthMethod::TokenReview)),
+        ),
+        (
+            "certificate only",
+            HeaderMap::new(),
+            Some(&admin),
+            Err(Some(AuthMethod::ClientCertificate)),
+        ),
+        (
+            "certificate and token: the token travels",
+            bearer("good1"),
+            Some(&admin),
+            Ok(("user-good1", AuthMethod::TokenReview)),
+        ),
+        (
+            "certificate and static token",
+            bearer("filetoken"),
+            Some(&admin),
+            Ok(("file-user", AuthMethod::TokenFile)),
+        ),
+        (
+            "certificate and a bad token",
+            bearer("bad"),
+            Some(&admin),
+            Err(None),
+        ),
+        (
+            "certificate and another scheme: nothing travels the upstream reads",
+            headers(&[("authorization", "Basic YWRtaW46cHc=")]),
+            Some(&admin),
+            Err(Some(AuthMethod::ClientCertificate)),
+        ),
+        (
+            "front-proxy headers only",
+            remote(None),
+            Some(&proxy),
+            Err(Some(AuthMethod::RequestHeader)),
+        ),
+        (
+            "front-proxy headers and token",
+            remote(Some("good2")),
+            Some(&proxy),
+            Ok(("user-good2", AuthMethod::TokenReview)),
+        ),
+        (
+            "unknown CA and token",
+            bearer("good1"),
+            Some(&stranger),
+            Ok(("user-good1", AuthMethod::TokenReview)),
+        ),
+        (
+            "unknown CA alone",
+            HeaderMap::new(),
+            Some(&stranger),
+            Err(None),
+        ),
+        (
+            "nothing",
+            HeaderMap::new(),
+            None,
+            Ok((ANONYMOUS_USER, AuthMethod::Anonymous)),
+        ),
+    ];
+    for (name, h, certs, want) in cases {
+        let got = auth.authenticate_forwarded(&h, certs).await;
+        match want {
+            Ok(want) => assert_eq!(user_and_method(&got), Some(want), "{name}: {got:?}"),
+            Err(method) => {
+                let err = got.expect_err(name);
+                let not_forwarded = match err {
+                    AuthError::NotForwarded(m) => Some(m),
+                    AuthError::NoCredentials | AuthError::Rejected(_) => None,
+                };
+                assert_eq!(not_forwarded, method, "{name}: {err:?}");
+                if method.is_some() {
+                    assert!(err.status_message().contains("system:anonymous"), "{name}");
+                } else {
+                    assert_eq!(err.status_message(), "Unauthorized", "{name}");
+                }
+            }
+        }
+    }
+}
+
+/// Without a token authenticator, a token is not looked at: a caller with a certificate and a
+/// token is classified as one that sends the token only (anonymous), never as the certificate.
+#[tokio::test]
+async fn forwarded_authentication_without_token_authenticators_never_uses_the_certificate() {
+    let pki = Pki::new();
+    let admin = cert(&pki.client_ca, "admin", &["system:masters"]);
+    for anonymous in [true, false] {
+        let cfg = AuthConfig {
+            client_ca_file: Some(pki.client_ca.write(pki.dir.path(), "ca.pem")),
+            anonymous,
+            ..AuthConfig::default()
+        };
+        let auth = Authenticator::new(cfg).expect("config");
+        let got = auth
+            .authenticate_forwarded(&bearer("alice-token"), Some(&admin))
+            .await;
+        if anonymous {
+            assert_eq!(
+                user_and_method(&got),
+                Some((ANONYMOUS_USER, AuthMethod::Anonymous))
+            );
+        } else {
+            assert!(
+                matches!(
+                    got,
+                    Err(AuthError::NotForwarded(AuthMethod::ClientCertificate))
+                ),
+                "{got:?}"
+            );
+        }
+        // Every other mode: the certificate, as the apiserver's union.
+        let got = auth
+            .authenticate(&bearer("alice-token"), Some(&admin))
+            .await;
+        assert_eq!(
+            user_and_method(&got),
+            Some(("admin", AuthMethod::ClientCertificate))
+        );
+        assert_eq!(
+            auth.stats().attempts(AttemptResult::Failure),
+            u64::from(!anonymous)
+        );
+    }
+}

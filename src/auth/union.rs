@@ -126,7 +126,63 @@ impl Authenticator {
         now: UnixTime,
     ) -> Result<Authenticated, AuthError> {
         let result = self.union(headers, peer_certificates, now).await;
-        match &result {
+        self.record(&result);
+        result
+    }
+
+    /// Authenticates one request as the upstream will when only its bearer token travels there
+    /// (`--identity-forwarding=passthrough`): a client certificate ends at the proxy, and
+    /// front-proxy identity headers are stripped. At the current wall-clock time.
+    ///
+    /// The union runs as in [`authenticate`](Self::authenticate), so that a rejected credential
+    /// is still a 401. When a credential that does not travel wins (a client certificate or
+    /// front-proxy headers), the identity is the one of the credential that does: the bearer
+    /// token (`Authorization` or the WebSocket subprotocol), authenticated alone — or anonymous
+    /// when the proxy authenticates no tokens, as for a caller that sends only the token. With
+    /// no token, the upstream would serve the request as `system:anonymous`, not as the
+    /// caller: [`AuthError::NotForwarded`].
+    pub async fn authenticate_forwarded(
+        &self,
+        headers: &HeaderMap,
+        peer_certificates: Option<&[CertificateDer<'static>]>,
+    ) -> Result<Authenticated, AuthError> {
+        self.authenticate_forwarded_at(headers, peer_certificates, UnixTime::now())
+            .await
+    }
+
+    /// [`Authenticator::authenticate_forwarded`] with certificates checked at `now`.
+    pub async fn authenticate_forwarded_at(
+        &self,
+        headers: &HeaderMap,
+        peer_certificates: Option<&[CertificateDer<'static>]>,
+        now: UnixTime,
+    ) -> Result<Authenticated, AuthError> {
+        let mut result = self.union(headers, peer_certificates, now).await;
+        let stays = match &result {
+            Ok(ok) => match ok.method {
+                AuthMethod::RequestHeader | AuthMethod::ClientCertificate => Some(ok.method),
+                AuthMethod::TokenFile | AuthMethod::TokenReview | AuthMethod::Anonymous => None,
+            },
+            Err(_) => None,
+        };
+        if let Some(method) = stays {
+            let travels = bearer_token(headers) != BearerToken::Absent
+                || protocol_token(headers) != ProtocolToken::Absent;
+            result = if travels {
+                match self.union(headers, None, now).await {
+                    Err(AuthError::NoCredentials) => Err(AuthError::NotForwarded(method)),
+                    other => other,
+                }
+            } else {
+                Err(AuthError::NotForwarded(method))
+            };
+        }
+        self.record(&result);
+        result
+    }
+
+    fn record(&self, result: &Result<Authenticated, AuthError>) {
+        match result {
             Ok(ok) => {
                 let method = ok.method.as_str();
                 tracing::debug!(method, user = %ok.identity.user, "Request authenticated");
@@ -142,8 +198,11 @@ impl Authenticator {
                 self.stats
                     .record_rejection(errors.iter().map(CredentialError::kind));
             }
+            Err(err @ AuthError::NotForwarded(_)) => {
+                tracing::debug!(error = %err, "The credential does not reach the upstream");
+                self.stats.record_unauthenticated();
+            }
         }
-        result
     }
 
     async fn union(

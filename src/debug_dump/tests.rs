@@ -360,6 +360,46 @@ fn request_details_add_eight_columns_and_group_version() {
     assert_eq!(text, want);
 }
 
+/// The probe: `%0A` in a path (decoded to a newline), a tab in a name and an escape sequence in a
+/// user name cannot start a row or a column: one header and one row, each control character
+/// escaped, ordinary text (backslashes included) kept.
+#[test]
+fn control_characters_in_cells_never_start_a_row_or_a_column() {
+    let mut forged = request(0, 0, None);
+    forged.flow_distinguisher = "eve\u{1b}[2J".into();
+    forged.details = Some(RequestDetails {
+        user_name: "eve\r\u{85}".into(),
+        request: Arc::new(RequestInfo {
+            verb: "get".into(),
+            path: "/api/v1/namespaces/ns/pods/x\nworkload-low,\tfake-row\\".into(),
+            api_version: "v1".into(),
+            namespace: "ns".into(),
+            resource: "pods".into(),
+            name: "x\tcolumn\u{7f}".into(),
+            ..RequestInfo::default()
+        }),
+    });
+    let text = dump_requests(&[forged], true);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let row = lines[1];
+    assert!(
+        !row.contains(['\t', '\r', '\u{1b}', '\u{7f}', '\u{85}']),
+        "{row}"
+    );
+    for escaped in [
+        r"eve\x1b[2J,",
+        r"eve\r\u0085,",
+        r"/api/v1/namespaces/ns/pods/x\nworkload-low,\tfake-row\,",
+        r"x\tcolumn\x7f,",
+    ] {
+        assert!(row.contains(escaped), "{escaped} in {row}");
+    }
+    // As many columns as the header: each cell but the last ends in "," and padding.
+    let columns = |line: &str| line.matches(", ").count();
+    assert_eq!(columns(row), columns(lines[0]), "{text}");
+}
+
 #[test]
 fn include_request_details_needs_a_non_empty_first_value() {
     let cases = [

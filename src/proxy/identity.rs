@@ -36,13 +36,41 @@
 //! not authenticated there. (403 would say the caller is known and not allowed, and it is not
 //! known as anyone the upstream could name.)
 //!
-//! In `passthrough` mode no identity travels: the caller's own credential goes upstream, which
-//! authenticates it itself and arrives at the same identity. Nothing is refused there (the
+//! In `passthrough` mode no identity travels: the caller's own bearer token goes upstream, which
+//! authenticates it itself. So the caller is classified as the identity of that token
+//! ([`authenticate`]): a client certificate or front-proxy headers, which end at the proxy, never
+//! make the identity, and a caller whose only credential is one of those is refused with 401
+//! (the upstream would serve it as `system:anonymous`). Nothing else is refused there (the
 //! apiserver would serve such a caller too).
 
 use std::fmt;
 
-use crate::auth::Identity;
+use http::HeaderMap;
+use rustls_pki_types::CertificateDer;
+
+use crate::auth::{AuthError, Authenticated, Authenticator, Identity};
+
+/// Authenticates a request as `mode` lets its identity reach the upstream: in `passthrough`
+/// mode by the credential that travels ([`Authenticator::authenticate_forwarded`]), so that the
+/// request is classified as the identity the upstream runs it as; in the other modes by every
+/// credential, in the apiserver's order, since the proxy itself tells the upstream who it is.
+pub async fn authenticate(
+    authenticator: &Authenticator,
+    mode: IdentityForwarding,
+    headers: &HeaderMap,
+    peer_certificates: Option<&[CertificateDer<'static>]>,
+) -> Result<Authenticated, AuthError> {
+    match mode {
+        IdentityForwarding::Passthrough => {
+            authenticator
+                .authenticate_forwarded(headers, peer_certificates)
+                .await
+        }
+        IdentityForwarding::Impersonate | IdentityForwarding::Requestheader => {
+            authenticator.authenticate(headers, peer_certificates).await
+        }
+    }
+}
 
 /// Why an identity cannot travel upstream unchanged (a bounded metric label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

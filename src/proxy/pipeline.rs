@@ -549,10 +549,14 @@ impl Proxy {
             .connection
             .as_ref()
             .and_then(|c| c.peer_certificates.as_deref());
-        let result = self
-            .authenticator
-            .authenticate(request.headers(), peer_certificates.map(Vec::as_slice))
-            .await;
+        // In passthrough mode, by the credential that reaches the upstream (`proxy::identity`).
+        let result = super::identity::authenticate(
+            &self.authenticator,
+            self.forwarder.mode(),
+            request.headers(),
+            peer_certificates.map(Vec::as_slice),
+        )
+        .await;
         match result {
             Ok(authenticated) => {
                 if let Some(logged) = &mut ctx.logged {
@@ -566,7 +570,7 @@ impl Proxy {
             Err(error) => {
                 tracing::debug!(%error, "Authentication failed");
                 Err(ProxyError::Unauthorized {
-                    message: "Unauthorized".to_string(),
+                    message: error.status_message(),
                 })
             }
         }

@@ -46,7 +46,8 @@ pub struct ConnectionLimits {
     /// HTTP/1: request line and headers, in bytes, beyond which the answer is 431 (at least 8 KiB).
     pub max_header_bytes: usize,
     /// HTTP/1: headers per request, beyond which the answer is 431. Go's server has no such count
-    /// (only the byte limit); 100, hyper's default, is parsed without a heap allocation.
+    /// (only the byte limit), so the default is far above any real request (kubectl `exec` with
+    /// many `--as-group`, SPDY, always HTTP/1.1); hyper parses into an array of this many slots.
     pub max_headers: usize,
     /// HTTP/2: time a client has to send the connection preface after the TLS handshake (Go's
     /// `prefaceTimeout`).
@@ -82,7 +83,7 @@ impl Default for ConnectionLimits {
             tls_handshake_timeout: Duration::from_secs(32),
             header_read_timeout: Duration::from_secs(32),
             max_header_bytes: 1 << 20,
-            max_headers: connection::HYPER_DEFAULT_MAX_HEADERS,
+            max_headers: connection::DEFAULT_MAX_HEADERS,
             idle_timeout: Duration::from_secs(90),
             http2_preface_timeout: Duration::from_secs(10),
             http2_settings_timeout: Duration::from_secs(2),

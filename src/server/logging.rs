@@ -1,14 +1,15 @@
 //! Logging set-up: `tracing` to standard error, as text or JSON lines.
 //!
-//! In the text format every field value, and the message, has its control characters escaped
-//! (`\n`, `\r`, `\t`, `\u{1b}`...), as klog quotes such values: a value that comes from a
-//! client (a certificate's CN, a user name, an AdmissionReview's `name`, a URL) can never start
-//! a line of its own or drive a terminal. The JSON format escapes them already.
+//! In the text format a field value that holds whitespace, `=`, `"` or a control character is
+//! written as a quoted string with its escapes (`user="bob status=200"`), as klog quotes such
+//! values, and the message has its control characters escaped: a value that comes from a client
+//! (a certificate's CN, a user name, an AdmissionReview's `name`, a URL) can never pose as
+//! another field, start a line of its own or drive a terminal. The JSON format escapes them
+//! already.
 
 use std::fmt::{self, Write as _};
 
 use tracing::field::Field;
-use tracing_subscriber::field::MakeExt;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::EnvFilter;
 
@@ -77,20 +78,114 @@ pub fn init_logging(format: LogFormat, verbosity: u8) -> Result<(), LoggingError
     installed.map_err(|err| LoggingError::AlreadySet(err.to_string()))
 }
 
-/// The text format's fields: `name=value` separated by spaces, the message bare, every value's
-/// control characters escaped.
+/// The text format's fields: `name=value` separated by spaces, the message bare. A value that
+/// holds whitespace, `=`, `"` or a control character, or is empty, is written as a quoted string
+/// with Go's escapes (`user="bob status=200"`), as klog writes it, so that no value can pose as
+/// another field; other values are written bare (a `?`-recorded string's own quotes are
+/// escaped like any others). The message has its control characters escaped.
 pub fn text_fields(
 ) -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static {
-    tracing_subscriber::fmt::format::debug_fn(write_field).delimited(" ")
+    TextFields
 }
 
-fn write_field(writer: &mut Writer<'_>, field: &Field, value: &dyn fmt::Debug) -> fmt::Result {
-    let name = field.name();
-    let name = name.strip_prefix("r#").unwrap_or(name);
-    if name != "message" {
-        write!(writer, "{name}=")?;
+/// [`text_fields`].
+struct TextFields;
+
+impl<'w> tracing_subscriber::fmt::FormatFields<'w> for TextFields {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        writer: Writer<'w>,
+        fields: R,
+    ) -> fmt::Result {
+        let mut visitor = TextVisitor {
+            writer,
+            first: true,
+            result: Ok(()),
+        };
+        fields.record(&mut visitor);
+        visitor.result
     }
-    write!(Escaping(writer), "{value:?}")
+}
+
+struct TextVisitor<'w> {
+    writer: Writer<'w>,
+    first: bool,
+    result: fmt::Result,
+}
+
+impl TextVisitor<'_> {
+    fn field(&mut self, field: &Field, value: Value<'_>) {
+        if self.result.is_err() {
+            return;
+        }
+        self.result = self.write_field(field, value);
+    }
+
+    fn write_field(&mut self, field: &Field, value: Value<'_>) -> fmt::Result {
+        if !self.first {
+            self.writer.write_char(' ')?;
+        }
+        self.first = false;
+        let name = field.name();
+        let name = name.strip_prefix("r#").unwrap_or(name);
+        if name == "message" {
+            return match value {
+                Value::Str(text) => Escaping(&mut self.writer).write_str(text),
+                Value::Debug(value) => write!(Escaping(&mut self.writer), "{value:?}"),
+            };
+        }
+        write!(self.writer, "{name}=")?;
+        match value {
+            Value::Str(text) => write_value(&mut self.writer, text),
+            Value::Debug(value) => write_value(&mut self.writer, &format!("{value:?}")),
+        }
+    }
+}
+
+enum Value<'a> {
+    Str(&'a str),
+    Debug(&'a dyn fmt::Debug),
+}
+
+impl tracing::field::Visit for TextVisitor<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.field(field, Value::Str(value));
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.field(field, Value::Debug(value));
+    }
+}
+
+/// `text` bare, or quoted when it holds anything that could end the value or start another.
+fn write_value(writer: &mut impl fmt::Write, text: &str) -> fmt::Result {
+    if !needs_quotes(text) {
+        return writer.write_str(text);
+    }
+    writer.write_char('"')?;
+    for c in text.chars() {
+        match c {
+            '"' => writer.write_str("\\\"")?,
+            '\\' => writer.write_str("\\\\")?,
+            '\n' => writer.write_str("\\n")?,
+            '\r' => writer.write_str("\\r")?,
+            '\t' => writer.write_str("\\t")?,
+            c if u32::from(c) < 0x20 || c == '\u{7f}' => write!(writer, "\\x{:02x}", u32::from(c))?,
+            c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => {
+                write!(writer, "\\u{:04x}", u32::from(c))?;
+            }
+            c => writer.write_char(c)?,
+        }
+    }
+    writer.write_char('"')
+}
+
+/// Empty, or holding whitespace, `=`, `"`, `\` or a control character.
+fn needs_quotes(text: &str) -> bool {
+    text.is_empty()
+        || text
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '=' | '"' | '\\'))
 }
 
 /// Writes through to `0`, each control character as its escape.
@@ -131,9 +226,8 @@ mod tests {
         }
     }
 
-    /// The issue's probe: a certificate CN `x\n<fake line>` logged as a user makes one line.
-    #[test]
-    fn control_characters_in_fields_and_messages_never_start_a_line() {
+    /// Lines the text format writes for the events `log` emits.
+    fn text_lines(log: impl FnOnce()) -> String {
         use parking_lot::Mutex;
         use std::sync::Arc;
 
@@ -155,19 +249,89 @@ mod tests {
             .fmt_fields(super::text_fields())
             .with_writer(move || writer.clone())
             .finish();
+        tracing::subscriber::with_default(subscriber, log);
+        let text = String::from_utf8(buffer.0.lock().clone()).expect("utf-8");
+        text
+    }
+
+    /// The first probe: a certificate CN `x\n<fake line>` logged as a user makes one line.
+    #[test]
+    fn control_characters_in_fields_and_messages_never_start_a_line() {
         let forged = "x\n2026-11-26T10:00:00Z  INFO kube_apf_proxy: Request user=admin status=200";
-        tracing::subscriber::with_default(subscriber, || {
+        let text = text_lines(|| {
             tracing::info!(user = %forged, name = forged, uri = ?forged, "Request\r{}", "\u{1b}[2J");
         });
-        let text = String::from_utf8(buffer.0.lock().clone()).expect("utf-8");
         assert_eq!(text.lines().count(), 1, "{text}");
         assert!(
-            text.contains(r"user=x\n2026-11-26T10:00:00Z  INFO"),
+            text.contains(r#"user="x\n2026-11-26T10:00:00Z  INFO kube_apf_proxy: Request user=admin status=200""#),
             "{text}"
         );
         assert!(text.contains(r#"name="x\n2026"#), "{text}");
+        assert!(text.contains(r#"uri="\"x\\n2026"#), "{text}");
         assert!(text.contains(r"Request\r\u{1b}[2J"), "{text}");
         assert!(!text.contains('\u{1b}'), "{text}");
+    }
+
+    /// The second probe: a valid user name that holds spaces and `=` cannot add fields to the
+    /// access line; values are quoted as klog quotes them, plain ones stay bare.
+    #[test]
+    fn values_with_spaces_equals_or_quotes_are_quoted_and_cannot_pose_as_fields() {
+        let user = "bob status=200 user=system:admin";
+        let groups = r#"["system:authenticated","a b"]"#;
+        let text = text_lines(|| {
+            tracing::info!(
+                target: "kube_apf_proxy::access",
+                method = %"GET",
+                user = %user,
+                groups = %groups,
+                empty = "",
+                tab = "a\tb\u{7}\u{85}",
+                path = "/api/v1/namespaces/a\\b",
+                status = 503_u16,
+                duration_ms = 1.5_f64,
+                "Request"
+            );
+        });
+        assert_eq!(text.lines().count(), 1, "{text}");
+        let fields = text
+            .split_once("Request ")
+            .map_or("", |(_, f)| f)
+            .trim_end();
+        assert_eq!(
+            fields,
+            concat!(
+                r#"method=GET user="bob status=200 user=system:admin" "#,
+                r#"groups="[\"system:authenticated\",\"a b\"]" empty="" "#,
+                r#"tab="a\tb\x07\u0085" path="/api/v1/namespaces/a\\b" "#,
+                "status=503 duration_ms=1.5"
+            )
+        );
+        // Read as logfmt (quoted values whole), the line has each field once.
+        let (mut keys, mut quoted, mut key) = (Vec::new(), false, String::new());
+        let mut chars = fields.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if quoted => {
+                    chars.next();
+                }
+                '"' => quoted = !quoted,
+                '=' if !quoted && !key.is_empty() => keys.push(std::mem::take(&mut key)),
+                ' ' if !quoted => key.clear(),
+                c if !quoted => key.push(c),
+                _ => {}
+            }
+        }
+        let want = [
+            "method",
+            "user",
+            "groups",
+            "empty",
+            "tab",
+            "path",
+            "status",
+            "duration_ms",
+        ];
+        assert_eq!(keys, want, "{text}");
     }
 
     #[test]

@@ -22,7 +22,9 @@
 //!   while it has not expired.
 //!
 //! Where we differ: client-go has no timeout (a hung plugin hangs its client); output beyond
-//! [`MAX_OUTPUT_BYTES`] is refused.
+//! [`MAX_OUTPUT_BYTES`] is refused as soon as it is read. Each run is its own process group,
+//! killed whole (`SIGKILL`) on timeout, on too much output, when the request waiting for it goes
+//! away and at shutdown: a wrapper script's hung child is not left behind. One run at a time.
 
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -430,6 +432,8 @@ impl ExecPlugin {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
+            // Its own process group, so that what it starts is killed with it.
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|error| match error.kind() {
@@ -443,6 +447,9 @@ impl ExecPlugin {
                 },
                 _ => run_error(error.to_string()),
             })?;
+        // Killed, the plugin and everything it started, unless the run ends normally: on
+        // timeout, on an error, when the caller goes away and at shutdown (the future dropped).
+        let mut group = ProcessGroup::of(&child);
         let mut stdout = child
             .stdout
             .take()
@@ -454,6 +461,13 @@ impl ExecPlugin {
                 .read_to_end(&mut out)
                 .await
                 .map_err(|e| run_error(format!("reading its output: {e}")))?;
+            if out.len() > MAX_OUTPUT_BYTES {
+                // At once: a plugin still writing would block on the pipe until the timeout.
+                return Err(ExecError::Invalid {
+                    command: command.clone(),
+                    reason: format!("it printed more than {MAX_OUTPUT_BYTES} bytes"),
+                });
+            }
             let status = child.wait().await.map_err(|e| run_error(e.to_string()))?;
             Ok::<_, ExecError>((out, status))
         };
@@ -463,16 +477,12 @@ impl ExecPlugin {
                 command: command.clone(),
                 timeout: self.timeout,
             })??;
+        // It exited by itself: what it left running is its own business, as with client-go.
+        group.disarm();
         if !status.success() {
             return Err(ExecError::Failed {
                 command: command.clone(),
                 status: status.to_string(),
-            });
-        }
-        if out.len() > MAX_OUTPUT_BYTES {
-            return Err(ExecError::Invalid {
-                command: command.clone(),
-                reason: format!("it printed more than {MAX_OUTPUT_BYTES} bytes"),
             });
         }
         parse_output(command, &self.config.api_version, &out)
@@ -487,6 +497,36 @@ impl ExecPlugin {
         serde_json::json!({"kind": "ExecCredential", "apiVersion": self.config.api_version,
             "spec": spec})
         .to_string()
+    }
+}
+
+/// The process group of one plugin run (the plugin is its leader, `process_group(0)`): killed
+/// with `SIGKILL` when dropped while armed, so that a plugin's children (a wrapper script's
+/// cloud CLI stuck on the network) die with it instead of outliving the run.
+struct ProcessGroup(Option<nix::unistd::Pid>);
+
+impl ProcessGroup {
+    fn of(child: &tokio::process::Child) -> Self {
+        let pgid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(nix::unistd::Pid::from_raw);
+        ProcessGroup(pgid)
+    }
+
+    /// The run ended normally: nothing is killed.
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            // The leader is not reaped yet (the `Child` is dropped after this), so the group id
+            // is still its own; the group may be gone already (ESRCH).
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        }
     }
 }
 

@@ -288,35 +288,79 @@ async fn passthrough_with_a_token_is_the_caller_upstream() {
     .await;
 }
 
-/// Documented: a client certificate ends at the proxy (it has no key to present it again), so in
-/// passthrough mode such a caller reaches the apiserver without credentials, as anonymous.
+/// A client certificate ends at the proxy (it has no key to present it again): in passthrough
+/// mode the proxy classifies by the token that travels, and refuses a certificate alone (the
+/// apiserver would serve it as anonymous). The probe: a `system:masters` certificate beside
+/// alice's token is alice, both at the proxy (never exempt) and at the apiserver.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn passthrough_with_a_client_certificate_reaches_the_apiserver_as_anonymous() {
+async fn passthrough_classifies_a_certificate_caller_by_its_token_and_refuses_the_certificate_alone(
+) {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::CertificateDer;
+
     let Some(api) = KubeApiserver::shared() else {
         return;
     };
     let front = Front::start(api, &flags(&["--identity-forwarding=passthrough"])).await;
-    let (cert, key) = api.client_cert(front.app.dir.path(), "carol", "carol", &["dev"]);
-    let cred = Cred::Cert(cert, key);
-    dev_namespace(api, "rt-passthrough-cert").await;
+    let (cert, key) = api.client_cert(front.app.dir.path(), "admin", "admin", &["system:masters"]);
     let out = front
         .kubectl(
-            &cred,
-            // --raw: kubectl's discovery would be refused to anonymous first.
-            &[
-                "get",
-                "--raw",
-                "/api/v1/namespaces/rt-passthrough-cert/configmaps",
-            ],
+            &Cred::Cert(cert.clone(), key.clone()),
+            // --raw: kubectl's discovery would be refused first.
+            &["get", "--raw", "/api/v1/namespaces/default/configmaps"],
             None,
         )
         .await;
     assert!(!out.status.success(), "{}", both(&out));
     assert!(
-        both(&out).contains("User \"system:anonymous\" cannot list resource \"configmaps\""),
+        both(&out).contains("a client certificate authenticates to this proxy only"),
         "{}",
         both(&out)
     );
+
+    let cert_pem = std::fs::read_to_string(&cert).expect("read certificate");
+    let admin = crate::support::pki::Issued {
+        cert: CertificateDer::from_pem_slice(cert_pem.as_bytes()).expect("certificate PEM"),
+        cert_pem,
+        key_pem: std::fs::read_to_string(&key).expect("read key"),
+    };
+    let exempt = kube_apf_proxy::config::model::derived_uid("FlowSchema", "exempt");
+    for version in [http::Version::HTTP_11, http::Version::HTTP_2] {
+        let review = crate::support::app::request(
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            Some(ALICE_TOKEN),
+            bytes::Bytes::from_static(
+                br#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#,
+            ),
+        );
+        let mut review = review;
+        review.headers_mut().insert(
+            "content-type",
+            http::HeaderValue::from_static("application/json"),
+        );
+        let response = front
+            .app
+            .client_with(Some(&admin), version)
+            .send(review)
+            .await;
+        assert_eq!(response.status(), http::StatusCode::CREATED, "{version:?}");
+        let proxy_schema = response
+            .headers()
+            .get("x-kubernetes-pf-flowschema-uid")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = crate::support::read_body(response).await.expect("body");
+        let review: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(
+            review["status"]["userInfo"]["username"], "alice",
+            "{version:?}: the apiserver runs the request as alice"
+        );
+        assert!(
+            proxy_schema.is_some() && proxy_schema.as_deref() != Some(exempt.as_str()),
+            "{version:?}: the proxy classifies alice, not the certificate: {proxy_schema:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -134,6 +134,152 @@ async fn idle_connections_are_closed_after_90s() {
     assert_eq!(idle_since.elapsed().as_secs(), 90);
 }
 
+/// Go's HTTP/2 server closes an idle connection 1 s after its GOAWAY (`goAwayTimeout`), so
+/// kube-apiserver holds one about 91 s. A client that never answers (neither the GOAWAY nor the
+/// PING sent with it) used to keep it until the keep-alive PING timed out: 200 s.
+#[tokio::test(start_paused = true)]
+async fn an_idle_http2_client_that_never_answers_is_closed_at_91s() {
+    let server = start(
+        settings(),
+        ConnectionLimits::default(),
+        echo_handler(),
+        None,
+    )
+    .await;
+    let options = ClientOptions {
+        alpn: vec![b"h2"],
+        ..Default::default()
+    };
+    let mut stream = connect(server.addr, &server.trust, options)
+        .await
+        .expect("handshake");
+    let connected = tokio::time::Instant::now();
+    // The preface and an empty SETTINGS frame; then nothing, not even the SETTINGS or PING acks.
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+    stream.write_all(&hello).await.expect("preface");
+    let mut frames = Vec::new();
+    // Closed without TLS close_notify: the read ends in an error, after what was sent.
+    let _ = tokio::time::timeout(Duration::from_secs(600), stream.read_to_end(&mut frames))
+        .await
+        .expect("the idle connection is closed");
+    assert_eq!(connected.elapsed().as_secs(), 91);
+    // A GOAWAY (type 0x7) was sent before the close.
+    assert!(
+        frames
+            .windows(4)
+            .any(|w| w[0] == 0x7 && w[1] == 0 && w[2..] == [0, 0]),
+        "no GOAWAY in {frames:?}"
+    );
+}
+
+/// Go's server counts only header bytes (1 MiB); kube-apiserver accepts a request with hundreds
+/// of headers (kubectl `exec` with many `--as-group`, SPDY, always HTTP/1.1). hyper used to
+/// answer 431 past 100.
+#[tokio::test]
+async fn a_request_with_150_headers_is_served_over_http1_and_http2() {
+    let server = start(
+        settings(),
+        ConnectionLimits::default(),
+        echo_handler(),
+        None,
+    )
+    .await;
+    let groups: String = (0..150)
+        .map(|i| format!("Impersonate-Group: team-{i}\r\n"))
+        .collect();
+    let request = format!("GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{groups}\r\n");
+    let answer = raw_http1(&server, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+
+    let options = ClientOptions {
+        alpn: vec![b"h2"],
+        ..Default::default()
+    };
+    let stream = connect(server.addr, &server.trust, options)
+        .await
+        .expect("handshake");
+    let (client, connection) = h2::client::handshake(stream).await.expect("h2 handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let mut request = Request::get("https://localhost/");
+    for i in 0..150 {
+        request = request.header("impersonate-group", format!("team-{i}"));
+    }
+    let (response, _) = client
+        .send_request(request.body(()).expect("request"), true)
+        .expect("send");
+    let response = tokio::time::timeout(PROMPTLY, response)
+        .await
+        .expect("answered")
+        .expect("response");
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+/// Past the byte limit both protocols answer 431 (HTTP/2: `SETTINGS_MAX_HEADER_LIST_SIZE`).
+#[tokio::test]
+async fn more_than_a_mebibyte_of_headers_gets_431_over_http1_and_http2() {
+    let server = start(
+        settings(),
+        ConnectionLimits::default(),
+        echo_handler(),
+        None,
+    )
+    .await;
+    let value = "a".repeat(64 * 1024);
+    let headers: String = (0..17).map(|i| format!("X-Big-{i}: {value}\r\n")).collect();
+    let request = format!("GET / HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n");
+    let answer = raw_http1(&server, request.as_bytes()).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 431 Request Header Fields Too Large"),
+        "{}",
+        &answer[..answer.len().min(200)]
+    );
+
+    let options = ClientOptions {
+        alpn: vec![b"h2"],
+        ..Default::default()
+    };
+    let stream = connect(server.addr, &server.trust, options)
+        .await
+        .expect("handshake");
+    let (client, connection) = h2::client::Builder::new()
+        .max_header_list_size(4 << 20)
+        .handshake::<_, bytes::Bytes>(stream)
+        .await
+        .expect("h2 handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    // Once a response arrived, the server's SETTINGS (256 KiB frames) apply: the header block
+    // takes 5 frames, within the CONTINUATION flood limit.
+    let (small, _) = client
+        .send_request(
+            Request::get("https://localhost/")
+                .body(())
+                .expect("request"),
+            true,
+        )
+        .expect("send");
+    assert_eq!(small.await.expect("response").status(), StatusCode::OK);
+    let mut client = client.ready().await.expect("ready");
+    let mut request = Request::get("https://localhost/");
+    for i in 0..17 {
+        request = request.header(format!("x-big-{i}"), value.as_str());
+    }
+    let sent = client.send_request(request.body(()).expect("request"), true);
+    let status = match sent {
+        Ok((response, _)) => tokio::time::timeout(PROMPTLY, response)
+            .await
+            .expect("answered")
+            .map(|r| r.status()),
+        Err(error) => Err(error),
+    };
+    assert_eq!(
+        status.expect("an answer, not a reset"),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn connections_beyond_the_limit_wait_for_a_slot() {
     let limits = ConnectionLimits {

@@ -103,8 +103,13 @@ pub(super) async fn serve(
     tokio::pin!(conn);
     // The task wakes for every read and write of the connection; these two are polled only when
     // their own wake-ups fired.
-    let idle = Gated::new(idle(activity, ctx.limits.idle_timeout));
+    let idle = Gated::new(idle(Arc::clone(&activity), ctx.limits.idle_timeout));
     tokio::pin!(idle);
+    // Armed by the idle GOAWAY: a client that never answers it (nor the PING hyper sends with
+    // it) is not waited for.
+    let after_goaway = tokio::time::sleep(Duration::MAX);
+    tokio::pin!(after_goaway);
+    let mut idle_goaway = false;
     let shutdown = Gated::new(shutdown.triggered());
     tokio::pin!(shutdown);
     let late = Gated::new(too_late_to_start(
@@ -132,8 +137,18 @@ pub(super) async fn serve(
             }
             () = &mut idle, if !closing => {
                 closing = true;
+                idle_goaway = true;
                 tracing::debug!("Closing an idle connection");
                 conn.as_mut().graceful_shutdown();
+                after_goaway.as_mut().reset(Instant::now() + GOAWAY_TIMEOUT);
+            }
+            () = &mut after_goaway, if idle_goaway => {
+                if activity.idle_since().is_some() {
+                    tracing::debug!("Closed an idle connection whose client did not close it after GOAWAY");
+                    return;
+                }
+                // A request that came in before the GOAWAY is still running: it may finish.
+                after_goaway.as_mut().reset(Instant::now() + GOAWAY_TIMEOUT);
             }
         }
     }
@@ -145,6 +160,12 @@ fn handshake_failed(ctx: &Context, error: &str) {
         .fetch_add(1, Ordering::Relaxed);
     tracing::debug!(error, "TLS handshake failed");
 }
+
+/// How long an idle connection is kept after its GOAWAY when the client neither closes it nor
+/// answers the PING sent with it: Go's `goAwayTimeout` (its HTTP/2 server closes the connection
+/// 1 s after the idle GOAWAY, so kube-apiserver holds an idle connection about 91 s). HTTP/1.1
+/// connections close at once when idle.
+const GOAWAY_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Completes once no request has been in flight for `timeout`.
 ///
@@ -203,10 +224,18 @@ impl Activity {
     }
 }
 
-/// The three protocol configurations: by ALPN, or sniffed when the client offered none.
 /// hyper's own limit on headers per HTTP/1 request (`DEFAULT_MAX_HEADERS` in hyper's `h1::role`).
 pub(super) const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
 
+/// The default limit on headers per HTTP/1 request. Go's server counts only bytes (1 MiB,
+/// `DefaultMaxHeaderBytes`), and kube-apiserver accepts a request with hundreds of headers
+/// (kubectl `exec --as-group` …, SPDY, always HTTP/1.1); hyper answers 431 past its count. 8192
+/// headers of a typical group (`Impersonate-Group: team-…`, ~40 bytes) are a third of the byte
+/// limit; each slot of hyper's parse arrays costs 64 bytes of uninitialised memory while a
+/// request head is parsed (512 KiB, allocated but not touched beyond the headers present).
+pub(super) const DEFAULT_MAX_HEADERS: usize = 8192;
+
+/// The three protocol configurations: by ALPN, or sniffed when the client offered none.
 struct Builders {
     sniff: auto::Builder<TokioExecutor>,
     http1: auto::Builder<TokioExecutor>,

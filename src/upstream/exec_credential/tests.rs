@@ -348,3 +348,142 @@ async fn the_plugin_gets_its_env_and_exec_info() {
         "Q0E="
     );
 }
+
+/// Whether process `pid` is alive (a zombie, which only waits for its parent to reap it, is
+/// not).
+fn alive(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // `pid (comm) state ...`; comm may hold spaces and parentheses.
+    stat.rsplit_once(") ")
+        .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+}
+
+/// Polls (real time: these are real processes) until none of `pids` is alive; those left after
+/// 5 s otherwise.
+async fn gone(pids: &[i32]) -> Vec<i32> {
+    for _ in 0..100 {
+        if !pids.iter().any(|p| alive(*p)) {
+            return Vec::new();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    pids.iter().copied().filter(|p| alive(*p)).collect()
+}
+
+/// The process group of `pid`.
+fn group_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let (_, rest) = stat.rsplit_once(") ").expect("stat format");
+    rest.split(' ')
+        .nth(2)
+        .and_then(|g| g.parse().ok())
+        .expect("pgrp")
+}
+
+/// A wrapper script whose child hangs (a cloud CLI stuck on the network) and holds standard
+/// output: the script's pid is written to `pgid` (it leads its group), its child's to `child`.
+fn hanging_wrapper(dir: &Path) -> PathBuf {
+    script(
+        dir,
+        &format!(
+            "echo $$ > '{}/pgid'\nsleep 300 &\necho $! > '{}/child'\nwait",
+            dir.display(),
+            dir.display()
+        ),
+    )
+}
+
+fn read_pid(dir: &Path, name: &str) -> i32 {
+    std::fs::read_to_string(dir.join(name))
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("a pid")
+}
+
+#[tokio::test]
+async fn a_timed_out_plugin_leaves_no_process_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugin = ExecPlugin::with_timeout(
+        config(&hanging_wrapper(dir.path())),
+        ExecCluster::default(),
+        Duration::from_millis(500),
+    );
+    let error = plugin.token().await.expect_err("hangs");
+    assert!(matches!(error, ExecError::Timeout { .. }), "{error}");
+    let (leader, child) = (read_pid(dir.path(), "pgid"), read_pid(dir.path(), "child"));
+    assert_eq!(
+        gone(&[leader, child]).await,
+        Vec::<i32>::new(),
+        "left behind"
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_whose_caller_goes_away_leaves_no_process_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugin = ExecPlugin::with_timeout(
+        config(&hanging_wrapper(dir.path())),
+        ExecCluster::default(),
+        Duration::from_secs(60),
+    );
+    // The request waiting for the run is cancelled once the wrapper has started its child.
+    let waiting = tokio::time::timeout(Duration::from_secs(30), async {
+        let run = plugin.token();
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                _ = &mut run => panic!("the plugin hangs"),
+                () = tokio::time::sleep(Duration::from_millis(20)) => {
+                    let started = std::fs::read_to_string(dir.path().join("child"))
+                        .is_ok_and(|t| t.ends_with('\n'));
+                    if started {
+                        // The plugin leads its own group, and its child is in it.
+                        let leader = read_pid(dir.path(), "pgid");
+                        let child = read_pid(dir.path(), "child");
+                        assert_eq!(group_of(leader), leader);
+                        assert_eq!(group_of(child), leader);
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    waiting.await.expect("the wrapper starts its child");
+    let (leader, child) = (read_pid(dir.path(), "pgid"), read_pid(dir.path(), "child"));
+    assert_eq!(
+        gone(&[leader, child]).await,
+        Vec::<i32>::new(),
+        "left behind"
+    );
+}
+
+#[tokio::test]
+async fn output_past_the_limit_is_refused_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Writes past the limit, then keeps writing (blocked on the full pipe) for ever.
+    let flood = script(
+        dir.path(),
+        &format!(
+            "echo $$ > '{}/pgid'\nhead -c {} /dev/zero\nexec cat /dev/zero",
+            dir.path().display(),
+            MAX_OUTPUT_BYTES + 1
+        ),
+    );
+    let timeout = Duration::from_secs(60);
+    let plugin = ExecPlugin::with_timeout(config(&flood), ExecCluster::default(), timeout);
+    // Real time: the plugin is a real process (tokio's clock is not paused here).
+    let started = tokio::time::Instant::now();
+    let error = plugin.token().await.expect_err("too much");
+    let took = started.elapsed();
+    assert!(
+        error.to_string().contains("more than 1048576 bytes"),
+        "{error}"
+    );
+    // Bounded by a generous real limit, far below the plugin timeout it used to wait for.
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    let plugin_pid = read_pid(dir.path(), "pgid");
+    assert_eq!(gone(&[plugin_pid]).await, Vec::<i32>::new(), "left behind");
+}
