@@ -31,6 +31,7 @@ mod bearer;
 mod cached;
 mod config;
 mod error;
+pub mod impersonation;
 mod keyhash;
 mod requestheader;
 mod secret;
