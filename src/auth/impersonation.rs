@@ -79,7 +79,9 @@ pub enum ImpersonationError {
 /// ignores a lone empty `Impersonate-User`).
 pub fn requested(headers: &HeaderMap) -> Result<Option<Requested>, ImpersonationError> {
     let first = |name: &str| -> Result<String, ImpersonationError> {
-        headers.get(name).map_or(Ok(String::new()), |v| utf8(name, v))
+        headers
+            .get(name)
+            .map_or(Ok(String::new()), |v| utf8(name, v))
     };
     let user = first(IMPERSONATE_USER_HEADER)?;
     let uid = first(IMPERSONATE_UID_HEADER)?;

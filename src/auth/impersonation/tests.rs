@@ -24,8 +24,8 @@ impl AccessReviewTransport for Rbac {
         let review: serde_json::Value = serde_json::from_slice(&body).expect("json");
         let spec = review["spec"].clone();
         let attrs = &spec["resourceAttributes"];
-        let allowed = spec["user"] == "admin"
-            || (spec["user"] == "bob" && attrs["resource"] == "users");
+        let allowed =
+            spec["user"] == "admin" || (spec["user"] == "bob" && attrs["resource"] == "users");
         self.specs.lock().push(spec);
         let answer = serde_json::json!({"status": {"allowed": allowed}}).to_string();
         async move { Ok((StatusCode::CREATED, Bytes::from(answer))) }.boxed()
@@ -87,7 +87,11 @@ fn headers_are_read_as_the_apiserver_reads_them() {
             ("bad%zzkey".to_string(), vec!["x".to_string()]),
         ])
     );
-    for lone in ["impersonate-group", "impersonate-uid", "impersonate-extra-k"] {
+    for lone in [
+        "impersonate-group",
+        "impersonate-uid",
+        "impersonate-extra-k",
+    ] {
         assert!(
             matches!(
                 requested(&headers(&[(lone, "x")])),
