@@ -21,6 +21,7 @@ mod configs;
 pub mod explain;
 pub mod flags;
 pub mod lint;
+pub mod queueset_run;
 pub mod simulate;
 
 pub use flags::{

@@ -101,6 +101,9 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// The queue-set differential's driver (scripts/queueset-differential.sh).
+    #[command(hide = true)]
+    QueuesetRun(cli::queueset_run::QueuesetRunArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -273,6 +276,7 @@ fn main() -> ExitCode {
             command: ConfigCommand::Dump { config_dir },
         } => cli::config_dump(config_dir.as_deref()),
         Command::Webhook(opts) => cli::webhook(*opts),
+        Command::QueuesetRun(args) => cli::queueset_run::run(args),
         Command::Simulate(args) => args.into_args().and_then(|args| cli::simulate::run(&args)),
         Command::Lint(args) => {
             cli::lint::run(args.config_dir.as_deref(), &args.options(), args.output)

@@ -13,6 +13,8 @@ mod classifications;
 pub mod closed_loop;
 pub mod engine;
 mod feed;
+#[doc(hidden)]
+pub mod queueset_scenario;
 pub mod record;
 mod replay;
 pub mod report;

@@ -9,10 +9,16 @@
 //! - a waiting request carries its own deadline; every call first times out the overdue ones, so
 //!   the async layer does not need one lock round-trip per timer;
 //! - after a waiting request leaves (time-out, cancellation) we dispatch at once: the apiserver
-//!   waits for the next event, which can leave a request stuck behind a cancelled wide one;
+//!   waits for the next event, which can leave a request stuck behind a cancelled wide one
+//!   ([`QueueSet::dispatch_when_a_request_leaves`] turns this off; docs/apf-differences.md
+//!   measures it);
 //! - a queue is deleted only once its lingering final seats are released too;
 //! - `totSeatsWaiting` is decremented by the seats that were added (the apiserver subtracts the
 //!   clamped MaxSeats, which drifts when FinalSeats exceeds the limit).
+//!
+//! `scripts/queueset-differential.sh` checks, on random scenarios, that with that one difference
+//! turned off we make the apiserver's decisions: the same dispatch instants and order, rejections
+//! and reasons (`simulate::queueset_scenario`).
 //!
 //! Cost: arrival, cancellation and completion are O(1) in the slab plus O(log n) for the deadline
 //! index of waiting requests; choosing the queue to dispatch from is O(log queues) through an
@@ -56,6 +62,11 @@ pub struct QueueSet<W = ()> {
     /// after [`QueueSet::keep_notes`], by a caller that drains them.
     notes: Vec<Note>,
     keep_notes: bool,
+    /// Every dispatch in order, kept only after [`QueueSet::log_dispatches`].
+    dispatch_log: Option<Vec<RequestId>>,
+    /// Whether a waiting request's leaving (time-out, cancellation) is followed by a dispatch;
+    /// see [`QueueSet::dispatch_when_a_request_leaves`].
+    dispatch_on_leave: bool,
     /// R and the queue's `nextDispatchR` at the last dispatch from a queue.
     last_dispatch: Option<(SeatSeconds, SeatSeconds)>,
     current_r: SeatSeconds,
@@ -97,6 +108,8 @@ impl<W> QueueSet<W> {
             events: Vec::new(),
             notes: Vec::new(),
             keep_notes: false,
+            dispatch_log: None,
+            dispatch_on_leave: true,
             last_dispatch: None,
             current_r: SeatSeconds::ZERO,
             last_real_time: now,
@@ -194,7 +207,9 @@ impl<W> QueueSet<W> {
         );
         if waiting {
             self.remove_waiting(id.index, why);
-            self.dispatch_as_much_as_possible(now);
+            if self.dispatch_on_leave {
+                self.dispatch_as_much_as_possible(now);
+            }
         }
         waiting
     }
@@ -226,7 +241,41 @@ impl<W> QueueSet<W> {
     /// Advances the clock to `now`, timing out waiters whose deadline has come.
     pub fn tick(&mut self, now: Instant) {
         self.sync_time(now);
-        self.dispatch_as_much_as_possible(now);
+        if self.dispatch_on_leave {
+            self.dispatch_as_much_as_possible(now);
+        }
+    }
+
+    /// Whether a waiting request that leaves its queue (time-out, cancellation) is followed by
+    /// a dispatch (the default), or, as in the apiserver, the requests it held up wait for the
+    /// next arrival or completion. The differential harness against the apiserver's queue set
+    /// (`scripts/queueset-differential.sh`) turns it off; docs/apf-differences.md measures it.
+    #[doc(hidden)]
+    pub fn dispatch_when_a_request_leaves(&mut self, on: bool) {
+        self.dispatch_on_leave = on;
+    }
+
+    /// Starts logging every dispatch, in order, for [`drain_dispatches`](Self::drain_dispatches)
+    /// (the differential harness compares the dispatch order).
+    #[doc(hidden)]
+    pub fn log_dispatches(&mut self) {
+        self.dispatch_log.get_or_insert_with(Vec::new);
+    }
+
+    /// The requests dispatched since the last call, in order (empty unless
+    /// [`log_dispatches`](Self::log_dispatches) was called).
+    #[doc(hidden)]
+    pub fn drain_dispatches(&mut self) -> Vec<RequestId> {
+        self.dispatch_log
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    fn logged_dispatch(&mut self, id: RequestId) {
+        if let Some(log) = &mut self.dispatch_log {
+            log.push(id);
+        }
     }
 
     /// What happened to waiting requests since the last drain.
@@ -410,6 +459,7 @@ impl<W> QueueSet<W> {
         self.executing += 1;
         self.seats_in_use += seats;
         self.counters.dispatched += 1;
+        self.logged_dispatch(id);
         id
     }
 
@@ -512,7 +562,9 @@ impl<W> QueueSet<W> {
         self.seats_in_use += seats;
         self.queued_seats_in_use += seats;
         self.counters.dispatched += 1;
-        self.store.insert(entry)
+        let id = self.store.insert(entry);
+        self.logged_dispatch(id);
+        id
     }
 
     /// Mirrors `shuffleShardLocked`: among the hand, the queue with the least waiting work,

@@ -154,6 +154,7 @@ impl<W> QueueSet<W> {
             kind: EventKind::Dispatched,
             waiter,
         });
+        self.logged_dispatch(id);
         true
     }
 
