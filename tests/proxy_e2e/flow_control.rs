@@ -20,13 +20,23 @@ pub(crate) fn tenants() -> (Option<String>, Option<String>) {
     uids("tenants-fs-uid", "tiny-pl-uid")
 }
 
-/// An app over [`TINY_LEVEL`] with one seat, accepting client certificates.
+/// The static tokens of [`tiny_app`]: `admin` (`system:masters`) and `rita`. In passthrough
+/// mode a caller is classified by the token that travels, not by a client certificate.
+pub(crate) const TINY_TOKENS: &str =
+    "admin-token,admin,admin-uid,\"system:masters\"\nrita-token,rita,rita-uid\n";
+/// `admin`'s token in [`TINY_TOKENS`].
+pub(crate) const ADMIN_TOKEN: &str = "admin-token";
+/// `rita`'s token in [`TINY_TOKENS`].
+pub(crate) const RITA_TOKEN: &str = "rita-token";
+
+/// An app over [`TINY_LEVEL`] with one seat, accepting client certificates and [`TINY_TOKENS`].
 pub(crate) async fn tiny_app(fake: &FakeApiserver) -> TestApp {
     AppBuilder::new(&fake.url)
         .config(TINY_LEVEL)
         .flag(ONE_SEAT[0])
         .flag(ONE_SEAT[1])
         .client_ca()
+        .token_file_with(TINY_TOKENS)
         .start()
         .await
 }
@@ -123,9 +133,10 @@ async fn exempt_and_long_running_requests_pass_a_full_level() {
     let hanging = occupy(&app, &fake).await;
     let queued = queue_one(&app).await;
 
-    let admin = app.user_cert("admin", Some("system:masters"));
-    let client = app.client_with(Some(&admin), http::Version::HTTP_11);
-    let response = client.get("/api/v1/namespaces/ns/pods/x", None).await;
+    let client = app.client_with(None, http::Version::HTTP_11);
+    let response = client
+        .get("/api/v1/namespaces/ns/pods/x", Some(ADMIN_TOKEN))
+        .await;
     assert_eq!(response.status(), StatusCode::OK, "exempt is never queued");
     assert_eq!(
         pf_headers(&response),
@@ -236,12 +247,11 @@ async fn a_request_that_waits_past_its_queue_wait_limit_gets_429() {
 async fn exempt_requests_are_counted_while_they_run() {
     let fake = FakeApiserver::start_plain().await;
     let app = tiny_app(&fake).await;
-    let admin = app.user_cert("admin", Some("system:masters"));
-    let client = app.client_with(Some(&admin), http::Version::HTTP_2);
+    let client = app.client_with(None, http::Version::HTTP_2);
     let held = tokio::spawn(async move {
         let mut conn = client.connect().await;
         let response = conn
-            .send_unbounded(request("GET", "/hang", None, Bytes::new()))
+            .send_unbounded(request("GET", "/hang", Some(ADMIN_TOKEN), Bytes::new()))
             .await;
         (pf_headers(&response), body_bytes(response).await)
     });
@@ -325,20 +335,19 @@ async fn long_running_requests_other_than_watch_bypass_a_full_level() {
 async fn a_level_that_rejects_answers_429_at_once_when_its_seat_is_taken() {
     let fake = FakeApiserver::start_plain().await;
     let app = tiny_app(&fake).await;
-    let rita = app.user_cert("rita", None);
-    let client = app.client_with(Some(&rita), http::Version::HTTP_11);
+    let client = app.client_with(None, http::Version::HTTP_11);
     let held_client = client.clone();
     let held = tokio::spawn(async move {
         let mut conn = held_client.connect().await;
         let response = conn
-            .send_unbounded(request("GET", "/hang", None, Bytes::new()))
+            .send_unbounded(request("GET", "/hang", Some(RITA_TOKEN), Bytes::new()))
             .await;
         (pf_headers(&response), response.status())
     });
     app.wait_level("strict", "rita's request runs", |s| s.executing == 1)
         .await;
     let started = tokio::time::Instant::now();
-    let response = client.get("/version", None).await;
+    let response = client.get("/version", Some(RITA_TOKEN)).await;
     assert!(
         started.elapsed() < std::time::Duration::from_secs(1),
         "never queued"

@@ -295,9 +295,6 @@ async fn passthrough_with_a_token_is_the_caller_upstream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passthrough_classifies_a_certificate_caller_by_its_token_and_refuses_the_certificate_alone(
 ) {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::CertificateDer;
-
     let Some(api) = KubeApiserver::shared() else {
         return;
     };
@@ -318,12 +315,7 @@ async fn passthrough_classifies_a_certificate_caller_by_its_token_and_refuses_th
         both(&out)
     );
 
-    let cert_pem = std::fs::read_to_string(&cert).expect("read certificate");
-    let admin = crate::support::pki::Issued {
-        cert: CertificateDer::from_pem_slice(cert_pem.as_bytes()).expect("certificate PEM"),
-        cert_pem,
-        key_pem: std::fs::read_to_string(&key).expect("read key"),
-    };
+    let admin = crate::support::pki::Issued::from_files(&cert, &key);
     let exempt = kube_apf_proxy::config::model::derived_uid("FlowSchema", "exempt");
     for version in [http::Version::HTTP_11, http::Version::HTTP_2] {
         let review = crate::support::app::request(
