@@ -53,6 +53,9 @@ pub static FLOW_SCHEMA_UID_HEADER: HeaderName =
 pub static PRIORITY_LEVEL_UID_HEADER: HeaderName =
     HeaderName::from_static("x-kubernetes-pf-prioritylevel-uid");
 
+/// `Audit-Id`: the apiserver's ID of the request's audit event, on every response.
+static AUDIT_ID_HEADER: HeaderName = HeaderName::from_static("audit-id");
+
 /// kube-apiserver's default `--max-request-bytes` (3 MiB).
 pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 3 * 1024 * 1024;
 
@@ -153,6 +156,8 @@ struct Logged {
     /// The authenticated caller when it impersonates `user` (as the apiserver's audit records
     /// `user` and `impersonatedUser`); empty otherwise.
     impersonator: String,
+    /// The upstream's `Audit-Id` response header: the `auditID` of its audit event.
+    audit_id: String,
     estimate: Option<WorkEstimate>,
     /// How long it waited in its queue.
     waited: Duration,
@@ -317,6 +322,13 @@ impl Proxy {
             };
             if let Some((flow_schema, priority_level)) = &ctx.classification {
                 set_pf_headers(response.headers_mut(), flow_schema, priority_level);
+            }
+            if let Some(logged) = &mut ctx.logged {
+                logged.audit_id = response
+                    .headers()
+                    .get(&AUDIT_ID_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .map_or_else(String::new, str::to_owned);
             }
             ctx.finish(response.status());
             self.metrics.inc_requests(response.status().as_u16());
@@ -748,6 +760,7 @@ impl RequestContext {
                     auth_method: None,
                     user: String::new(),
                     impersonator: String::new(),
+                    audit_id: String::new(),
                     estimate: None,
                     waited: Duration::ZERO,
                     received: std::time::SystemTime::now(),
@@ -785,6 +798,7 @@ impl RequestContext {
             method = %logged.method,
             user = %logged.user,
             impersonator = %logged.impersonator,
+            audit_id = %logged.audit_id,
             groups = %logged.groups,
             uri = %logged.uri,
             received = %crate::debug_dump::format_rfc3339_nano(Some(arrival)),
