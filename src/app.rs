@@ -411,10 +411,10 @@ pub(crate) fn publish_limits(
         let l = &level.limits;
         let name = &level.priority_level.name;
         metrics.set_limits(name, l.nominal_cl, l.min_cl, l.max_cl, level.current_cl);
-        let capacity = level.priority_level.queuing().map_or(0, |q| {
-            let product = i64::from(q.queues) * i64::from(q.queue_length_limit);
-            u32::try_from(product.max(0)).unwrap_or(u32::MAX)
-        });
+        let capacity = level
+            .priority_level
+            .queuing()
+            .map_or(0, |q| q.queues.saturating_mul(q.queue_length_limit));
         max_waiting = max_waiting.saturating_add(capacity);
         max_executing = max_executing.saturating_add(l.nominal_cl);
         let denominator = concurrency_denominator(level.current_cl, server_cl);

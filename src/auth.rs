@@ -65,6 +65,7 @@ pub use stats::{AttemptResult, AuthMethod, AuthStats, TokenCacheStats, TokenRevi
 pub use tokenfile::TokenFileError;
 
 /// The records of token-file text (for the fuzz targets).
+#[cfg(feature = "fuzzing")]
 pub(crate) fn tokenfile_records(
     path: &std::path::Path,
     text: &str,

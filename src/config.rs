@@ -3,17 +3,17 @@
 //! Loading runs in separate steps — read files → parse documents (every API version) → default →
 //! validate (every problem, with its field path) → resolve — and ends in an immutable [`Config`].
 
-pub mod convert;
-pub mod defaults;
+mod convert;
+mod defaults;
 mod dump;
-pub mod field;
+mod field;
 pub mod load;
 pub mod maintain;
 pub mod model;
-pub mod names;
+mod names;
 pub mod parse;
 pub mod raw;
-pub mod validate;
+mod validate;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -18,7 +18,7 @@
 //!   borrowing, work estimation, level queues, shadows), `classify`;
 //! - the ground: `config`, `request_info`, `auth`, `server`, `upstream`;
 //! - leaves every room may use: `backoff`, `body`, `causes`, `status`, `debug_dump`, `duration`,
-//!   `file_watch`, `read_tap`, `shuffle_sharding`.
+//!   `file_watch`, `read_tap`, `shuffle_sharding`, `yaml`.
 
 pub mod admission;
 pub mod app;
@@ -34,6 +34,7 @@ pub mod debug_dump;
 pub mod duration;
 pub mod fairqueue;
 pub mod file_watch;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod lint;
@@ -46,3 +47,4 @@ pub mod shuffle_sharding;
 pub mod simulate;
 pub mod status;
 pub mod upstream;
+pub mod yaml;

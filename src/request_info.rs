@@ -133,6 +133,7 @@ pub fn parse(method: &str, target: &str) -> Result<RequestInfo, RequestInfoError
 }
 
 /// Whether `labels.Parse` accepts `selector` (for the fuzz targets).
+#[cfg(feature = "fuzzing")]
 pub(crate) fn label_selector_is_valid(selector: &str) -> bool {
     label_selector::is_valid(selector)
 }
@@ -140,6 +141,7 @@ pub(crate) fn label_selector_is_valid(selector: &str) -> bool {
 /// The value of `selector`'s exact `field` term as `fields.ParseSelector(selector)
 /// .RequiresExactMatch(field)` finds it, or `None` when the selector does not parse (for the fuzz
 /// targets).
+#[cfg(feature = "fuzzing")]
 pub(crate) fn field_selector_exact_match(selector: &str, field: &str) -> Option<Option<String>> {
     list_options::exact_match(selector, field)
         .ok()

@@ -127,7 +127,8 @@ impl TokenFile {
         Ok(TokenFile { tokens })
     }
 
-    /// Every `(token, identity)` record, sorted by token.
+    /// Every `(token, identity)` record, sorted by token (for the fuzz targets).
+    #[cfg(feature = "fuzzing")]
     pub(crate) fn records(&self) -> Vec<(String, Identity)> {
         let mut records: Vec<_> = self
             .tokens

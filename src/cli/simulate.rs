@@ -188,7 +188,7 @@ fn load(dir: Option<&Path>) -> anyhow::Result<Config> {
 pub fn read_object_counts(path: &Path) -> anyhow::Result<Vec<(String, u64)>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--object-counts {}: cannot read", path.display()))?;
-    let counts: std::collections::BTreeMap<String, u64> = serde_yaml::from_str(&text)
+    let counts: std::collections::BTreeMap<String, u64> = crate::yaml::from_str(&text)
         .with_context(|| {
             format!(
                 "{}: expected a map from resource to object count, e.g. `pods: 5000`",

@@ -1,13 +1,14 @@
 //! Conversion of defaulted, validated raw objects into the model.
 //!
-//! Only called on objects without validation errors, so every union is well formed; an object
-//! that is not (a bug) converts to `None` rather than panicking.
+//! Only called on objects without validation errors, so every union is well formed and every
+//! count and percentage non-negative: the model holds them unsigned. An object that is not (a bug)
+//! converts to `None` rather than panicking.
 
 use super::model::*;
 use super::raw::*;
 
 /// A valid raw FlowSchema as the model's FlowSchema.
-pub fn flow_schema(fs: &RawFlowSchema) -> Option<FlowSchema> {
+pub(in crate::config) fn flow_schema(fs: &RawFlowSchema) -> Option<FlowSchema> {
     let distinguisher_method = match fs.spec.distinguisher_method.as_deref() {
         None => None,
         Some("ByUser") => Some(DistinguisherMethod::ByUser),
@@ -70,13 +71,15 @@ fn subject(s: &RawSubject) -> Option<Subject> {
 }
 
 /// A valid raw PriorityLevelConfiguration as the model's PriorityLevel.
-pub fn priority_level(pl: &RawPriorityLevelConfiguration) -> Option<PriorityLevel> {
+pub(in crate::config) fn priority_level(
+    pl: &RawPriorityLevelConfiguration,
+) -> Option<PriorityLevel> {
     let spec = match pl.spec.type_.as_str() {
         "Exempt" => {
             let e = pl.spec.exempt.clone().unwrap_or_default();
             PriorityLevelSpec::Exempt {
-                nominal_concurrency_shares: e.nominal_concurrency_shares.unwrap_or(0),
-                lendable_percent: e.lendable_percent.unwrap_or(0),
+                nominal_concurrency_shares: unsigned(e.nominal_concurrency_shares.unwrap_or(0))?,
+                lendable_percent: unsigned(e.lendable_percent.unwrap_or(0))?,
             }
         }
         "Limited" => {
@@ -84,16 +87,19 @@ pub fn priority_level(pl: &RawPriorityLevelConfiguration) -> Option<PriorityLeve
             let limit_response = match (l.limit_response.type_.as_str(), l.limit_response.queuing) {
                 ("Reject", None) => LimitResponse::Reject,
                 ("Queue", Some(q)) => LimitResponse::Queue(Queuing {
-                    queues: q.queues,
-                    hand_size: q.hand_size,
-                    queue_length_limit: q.queue_length_limit,
+                    queues: unsigned(q.queues)?,
+                    hand_size: unsigned(q.hand_size)?,
+                    queue_length_limit: unsigned(q.queue_length_limit)?,
                 }),
                 _ => return None,
             };
             PriorityLevelSpec::Limited(LimitedPriorityLevel {
-                nominal_concurrency_shares: l.shares?,
-                lendable_percent: l.lendable_percent.unwrap_or(0),
-                borrowing_limit_percent: l.borrowing_limit_percent,
+                nominal_concurrency_shares: unsigned(l.shares?)?,
+                lendable_percent: unsigned(l.lendable_percent.unwrap_or(0))?,
+                borrowing_limit_percent: match l.borrowing_limit_percent {
+                    Some(b) => Some(unsigned(b)?),
+                    None => None,
+                },
                 limit_response,
             })
         }
@@ -104,4 +110,9 @@ pub fn priority_level(pl: &RawPriorityLevelConfiguration) -> Option<PriorityLeve
         uid: pl.meta.uid.clone(),
         spec,
     })
+}
+
+/// A validated non-negative int32 field; `None` for a negative one (a bug: validation refuses it).
+fn unsigned(v: i32) -> Option<u32> {
+    u32::try_from(v).ok()
 }

@@ -7,18 +7,18 @@
 use super::raw::*;
 
 /// `matchingPrecedence` of a FlowSchema that sets none.
-pub const DEFAULT_MATCHING_PRECEDENCE: i32 = 1000;
+pub(in crate::config) const DEFAULT_MATCHING_PRECEDENCE: i32 = 1000;
 /// Concurrency shares of a limited level that sets none.
-pub const DEFAULT_CONCURRENCY_SHARES: i32 = 30;
+pub(in crate::config) const DEFAULT_CONCURRENCY_SHARES: i32 = 30;
 /// `queuing.queues` default.
-pub const DEFAULT_QUEUES: i32 = 64;
+pub(in crate::config) const DEFAULT_QUEUES: i32 = 64;
 /// `queuing.handSize` default.
-pub const DEFAULT_HAND_SIZE: i32 = 8;
+pub(in crate::config) const DEFAULT_HAND_SIZE: i32 = 8;
 /// `queuing.queueLengthLimit` default.
-pub const DEFAULT_QUEUE_LENGTH_LIMIT: i32 = 50;
+pub(in crate::config) const DEFAULT_QUEUE_LENGTH_LIMIT: i32 = 50;
 
 /// Applies the defaults of any version to a FlowSchema (they are the same in all five).
-pub fn default_flow_schema(fs: &mut RawFlowSchema) {
+pub(in crate::config) fn default_flow_schema(fs: &mut RawFlowSchema) {
     if fs.spec.matching_precedence == 0 {
         fs.spec.matching_precedence = DEFAULT_MATCHING_PRECEDENCE;
     }
@@ -29,7 +29,7 @@ pub fn default_flow_schema(fs: &mut RawFlowSchema) {
 /// Shares: v1 defaults only an absent value (an explicit 0 is kept); v1beta1/v1beta2 default 0;
 /// v1beta3 defaults 0 unless the preserve-zero annotation is present, and then removes that
 /// annotation as its conversion to the internal version does.
-pub fn default_priority_level(pl: &mut RawPriorityLevelConfiguration) {
+pub(in crate::config) fn default_priority_level(pl: &mut RawPriorityLevelConfiguration) {
     let preserve_zero = pl.version == ApiVersion::V1beta3
         && pl
             .meta

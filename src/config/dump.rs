@@ -37,7 +37,7 @@ pub fn to_yaml(config: &Config) -> String {
             out.push_str(&note);
         }
         // Serializing a tree of maps, lists, strings and integers cannot fail.
-        match serde_yaml::to_string(&value) {
+        match crate::yaml::to_string(&value) {
             Ok(text) => out.push_str(&text),
             Err(e) => out.push_str(&format!("# cannot serialize: {e}\n")),
         }

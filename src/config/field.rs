@@ -7,7 +7,7 @@ use std::fmt;
 
 /// A field path such as `spec.rules[0].subjects`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct FieldPath(String);
+pub(in crate::config) struct FieldPath(String);
 
 impl FieldPath {
     /// A path of one top-level field (`metadata`, `spec`, `status`).
@@ -28,11 +28,6 @@ impl FieldPath {
     pub fn index(&self, i: usize) -> FieldPath {
         FieldPath(format!("{}[{i}]", self.0))
     }
-
-    /// The path as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
 impl fmt::Display for FieldPath {
@@ -44,7 +39,7 @@ impl fmt::Display for FieldPath {
 /// The offending value of an `Invalid`, `NotSupported` or `Duplicate` error, rendered as Go's
 /// `fmt` renders it in `field.Error.ErrorBody`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BadValue {
+pub(in crate::config) enum BadValue {
     /// An integer (`%v`).
     Int(i64),
     /// A string or a named string type (`%q`).
@@ -73,7 +68,7 @@ impl fmt::Display for BadValue {
 }
 
 /// Quotes a string as Go's `%q` / `strconv.Quote` does for printable text.
-pub fn go_quote(s: &str) -> String {
+pub(in crate::config) fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -101,7 +96,7 @@ pub fn go_quote(s: &str) -> String {
 /// The kind of a field error (apimachinery's `field.ErrorType`), plus the two decoding errors of
 /// our strict decoder.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ErrorType {
+pub(in crate::config) enum ErrorType {
     /// `Required value`.
     Required,
     /// `Invalid value: VALUE`.
@@ -120,7 +115,7 @@ pub enum ErrorType {
 
 /// One problem with one field.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
+pub(in crate::config) struct FieldError {
     /// Where.
     pub path: FieldPath,
     /// What kind of problem, with the offending value.

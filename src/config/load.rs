@@ -216,7 +216,7 @@ fn load_parsed_with(
 /// Mirrors `rest.BeforeCreate` → `EnsureObjectNamespaceMatchesRequestNamespace` in
 /// k8s.io/apiserver (`pkg/registry/rest/meta.go`): both kinds are cluster-scoped, so a
 /// `metadata.namespace` (Helm stamps one on every object it renders) is cleared, not refused.
-pub fn prepare_for_create(object: &mut RawObject) {
+pub(in crate::config) fn prepare_for_create(object: &mut RawObject) {
     let meta = match object {
         RawObject::FlowSchema(fs) => &mut fs.meta,
         RawObject::PriorityLevel(pl) => &mut pl.meta,

@@ -25,7 +25,7 @@ use super::raw::{RawMeta, RawObject};
 use super::{convert, defaults, BOOTSTRAP_YAML};
 
 /// The annotation that tells the ensurer whether it may overwrite a suggested object's spec.
-pub const AUTO_UPDATE_ANNOTATION: &str = "apf.kubernetes.io/autoupdate-spec";
+pub(in crate::config) const AUTO_UPDATE_ANNOTATION: &str = "apf.kubernetes.io/autoupdate-spec";
 
 /// The suggested objects of the embedded bootstrap configuration, as the model has them.
 ///
@@ -68,7 +68,7 @@ fn parse_bool(value: &str) -> Option<bool> {
 }
 
 /// `shouldUpdateSpec`: whether the ensurer may overwrite a suggested object's spec.
-pub fn auto_update_spec(meta: &RawMeta) -> bool {
+pub(in crate::config) fn auto_update_spec(meta: &RawMeta) -> bool {
     match meta
         .annotations
         .get(AUTO_UPDATE_ANNOTATION)
@@ -81,7 +81,10 @@ pub fn auto_update_spec(meta: &RawMeta) -> bool {
 }
 
 /// The FlowSchema the apiserver would end up with, and why it differs from `fs` when it does.
-pub fn flow_schema(fs: FlowSchema, meta: &RawMeta) -> (FlowSchema, Option<String>) {
+pub(in crate::config) fn flow_schema(
+    fs: FlowSchema,
+    meta: &RawMeta,
+) -> (FlowSchema, Option<String>) {
     let Some(built_in) = suggested().0.iter().find(|s| s.name == fs.name) else {
         return (fs, None);
     };
@@ -96,7 +99,10 @@ pub fn flow_schema(fs: FlowSchema, meta: &RawMeta) -> (FlowSchema, Option<String
 }
 
 /// The priority level the apiserver would end up with, and why it differs from `pl` when it does.
-pub fn priority_level(pl: PriorityLevel, meta: &RawMeta) -> (PriorityLevel, Option<String>) {
+pub(in crate::config) fn priority_level(
+    pl: PriorityLevel,
+    meta: &RawMeta,
+) -> (PriorityLevel, Option<String>) {
     let Some(built_in) = suggested().1.iter().find(|s| s.name == pl.name) else {
         return (pl, None);
     };

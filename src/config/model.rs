@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 /// Name of the mandatory exempt FlowSchema and priority level.
-pub const EXEMPT: &str = "exempt";
+pub(in crate::config) const EXEMPT: &str = "exempt";
 /// Name of the mandatory catch-all FlowSchema and priority level.
 pub const CATCH_ALL: &str = "catch-all";
 
@@ -93,8 +93,10 @@ pub struct PriorityLevel {
 pub enum PriorityLevelSpec {
     /// `type: Exempt`: never queued. Both fields default to 0.
     Exempt {
-        nominal_concurrency_shares: i32,
-        lendable_percent: i32,
+        /// `nominalConcurrencyShares` (validated non-negative).
+        nominal_concurrency_shares: u32,
+        /// `lendablePercent` (validated within 0..=100).
+        lendable_percent: u32,
     },
     /// `type: Limited`.
     Limited(LimitedPriorityLevel),
@@ -103,12 +105,13 @@ pub enum PriorityLevelSpec {
 /// `spec.limited`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitedPriorityLevel {
-    /// `nominalConcurrencyShares` (`assuredConcurrencyShares` before v1beta3), defaulted.
-    pub nominal_concurrency_shares: i32,
-    /// `lendablePercent` (nil → 0).
-    pub lendable_percent: i32,
-    /// `borrowingLimitPercent`; `None` means unlimited borrowing.
-    pub borrowing_limit_percent: Option<i32>,
+    /// `nominalConcurrencyShares` (`assuredConcurrencyShares` before v1beta3), defaulted;
+    /// validated non-negative.
+    pub nominal_concurrency_shares: u32,
+    /// `lendablePercent` (nil → 0), validated within 0..=100.
+    pub lendable_percent: u32,
+    /// `borrowingLimitPercent` (validated non-negative); `None` means unlimited borrowing.
+    pub borrowing_limit_percent: Option<u32>,
     /// `limitResponse`.
     pub limit_response: LimitResponse,
 }
@@ -122,12 +125,13 @@ pub enum LimitResponse {
     Queue(Queuing),
 }
 
-/// `spec.limited.limitResponse.queuing`, defaulted (64 / 8 / 50).
+/// `spec.limited.limitResponse.queuing`, defaulted (64 / 8 / 50); each validated positive, and
+/// `handSize` at most `queues`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Queuing {
-    pub queues: i32,
-    pub hand_size: i32,
-    pub queue_length_limit: i32,
+    pub queues: u32,
+    pub hand_size: u32,
+    pub queue_length_limit: u32,
 }
 
 impl PriorityLevel {
@@ -148,7 +152,7 @@ impl PriorityLevel {
     }
 
     /// The concurrency shares (limited or exempt section).
-    pub fn nominal_concurrency_shares(&self) -> i32 {
+    pub fn nominal_concurrency_shares(&self) -> u32 {
         match &self.spec {
             PriorityLevelSpec::Exempt {
                 nominal_concurrency_shares,
@@ -159,7 +163,7 @@ impl PriorityLevel {
     }
 
     /// `lendablePercent` of either section.
-    pub fn lendable_percent(&self) -> i32 {
+    pub fn lendable_percent(&self) -> u32 {
         match &self.spec {
             PriorityLevelSpec::Exempt {
                 lendable_percent, ..
@@ -169,7 +173,7 @@ impl PriorityLevel {
     }
 
     /// `borrowingLimitPercent`; always `None` for exempt levels.
-    pub fn borrowing_limit_percent(&self) -> Option<i32> {
+    pub fn borrowing_limit_percent(&self) -> Option<u32> {
         match &self.spec {
             PriorityLevelSpec::Exempt { .. } => None,
             PriorityLevelSpec::Limited(l) => l.borrowing_limit_percent,

@@ -7,13 +7,15 @@ const SUBDOMAIN_MAX: usize = 253;
 const LABEL_MAX: usize = 63;
 
 /// The message for a name that is not a DNS-1123 subdomain.
-pub const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
+pub(in crate::config) const SUBDOMAIN_MSG: &str =
+    "a lowercase RFC 1123 subdomain must consist of lower case \
 alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. \
 'example.com', regex used for validation is \
 '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
 /// The message for a name that is not a DNS-1123 label (note Go's double space in the examples).
-pub const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric \
+pub(in crate::config) const LABEL_MSG: &str =
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric \
 characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or \
 '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
@@ -38,7 +40,7 @@ fn is_subdomain_syntax(s: &str) -> bool {
 }
 
 /// `IsDNS1123Subdomain`: the problems with `s` as a DNS-1123 subdomain (empty when valid).
-pub fn dns1123_subdomain(s: &str) -> Vec<String> {
+pub(in crate::config) fn dns1123_subdomain(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > SUBDOMAIN_MAX {
         errs.push(max_len_error(SUBDOMAIN_MAX));
@@ -50,7 +52,7 @@ pub fn dns1123_subdomain(s: &str) -> Vec<String> {
 }
 
 /// `IsDNS1123Label`: the problems with `s` as a DNS-1123 label (empty when valid).
-pub fn dns1123_label(s: &str) -> Vec<String> {
+pub(in crate::config) fn dns1123_label(s: &str) -> Vec<String> {
     if s.len() > LABEL_MAX {
         return vec![max_len_error(LABEL_MAX)];
     }
@@ -87,7 +89,7 @@ fn is_qualified_name_syntax(s: &str) -> bool {
 }
 
 /// `IsQualifiedName`: a label or annotation key (`[prefix/]name`).
-pub fn qualified_name(s: &str) -> Vec<String> {
+pub(in crate::config) fn qualified_name(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     let parts: Vec<&str> = s.split('/').collect();
     let name = match parts.as_slice() {
@@ -120,7 +122,7 @@ pub fn qualified_name(s: &str) -> Vec<String> {
 }
 
 /// `IsValidLabelValue`.
-pub fn label_value(s: &str) -> Vec<String> {
+pub(in crate::config) fn label_value(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > LABEL_VALUE_MAX {
         errs.push(max_len_error(LABEL_VALUE_MAX));

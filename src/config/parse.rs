@@ -6,8 +6,7 @@
 
 pub mod prescan;
 
-use serde::Deserialize;
-use serde_yaml::{Mapping, Value};
+use crate::yaml::{Mapping, Value};
 
 use super::field::{go_quote, FieldError};
 use super::raw::{decode_object, ApiVersion, RawObject, GROUP};
@@ -24,7 +23,7 @@ pub enum Format {
 
 /// Where an object came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Origin {
+pub(in crate::config) struct Origin {
     /// The file, as it is named in problems.
     pub file: String,
     /// The document in the file, from 1.
@@ -56,7 +55,7 @@ impl Origin {
 
 /// One decoded object with where it came from and the problems found while decoding it.
 #[derive(Debug, Clone)]
-pub struct ParsedObject {
+pub(in crate::config) struct ParsedObject {
     /// Where it came from.
     pub origin: Origin,
     /// The object, with zero values where decoding failed.
@@ -67,7 +66,7 @@ pub struct ParsedObject {
 
 /// What one file holds.
 #[derive(Debug, Default)]
-pub struct ParsedFile {
+pub(in crate::config) struct ParsedFile {
     /// The objects of the two kinds we know.
     pub objects: Vec<ParsedObject>,
     /// Errors that are not about one object (syntax, documents that are not objects).
@@ -77,7 +76,7 @@ pub struct ParsedFile {
 }
 
 /// Splits `text` into documents and decodes every object in them.
-pub fn parse_file(file: &str, text: &str, format: Format) -> ParsedFile {
+pub(in crate::config) fn parse_file(file: &str, text: &str, format: Format) -> ParsedFile {
     let mut out = ParsedFile::default();
     // Bounded before the parser sees it: serde_yaml reads every event of a document before it
     // checks its depth (see `prescan`). Size is bounded where the text comes from a stranger
@@ -113,8 +112,8 @@ pub fn parse_file(file: &str, text: &str, format: Format) -> ParsedFile {
 /// The documents before the first syntax error, and that error.
 fn yaml_documents(text: &str) -> (Vec<Value>, Option<String>) {
     let mut docs = Vec::new();
-    for de in serde_yaml::Deserializer::from_str(text) {
-        match Value::deserialize(de) {
+    for doc in crate::yaml::documents(text) {
+        match doc {
             Ok(mut v) => {
                 // `<<` merge keys, which the apiserver's YAML decoder also applies.
                 if let Err(e) = v.apply_merge() {
@@ -134,7 +133,7 @@ fn json_documents(text: &str) -> (Vec<Value>, Option<String>) {
     for v in serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>() {
         let converted = v
             .map_err(|e| format!("invalid JSON: {e}"))
-            .and_then(|v| serde_yaml::to_value(v).map_err(|e| format!("invalid JSON: {e}")));
+            .and_then(|v| crate::yaml::to_value(v).map_err(|e| format!("invalid JSON: {e}")));
         match converted {
             Ok(v) => docs.push(v),
             Err(e) => return (docs, Some(e)),

@@ -10,13 +10,13 @@ mod encode;
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub use decode::decode_object;
+pub(in crate::config) use decode::decode_object;
 
 /// The API group of FlowSchema and PriorityLevelConfiguration.
 pub const GROUP: &str = "flowcontrol.apiserver.k8s.io";
 
 /// The annotation that makes v1beta3 keep an explicit zero `nominalConcurrencyShares`.
-pub const PRESERVE_ZERO_ANNOTATION: &str =
+pub(in crate::config) const PRESERVE_ZERO_ANNOTATION: &str =
     "flowcontrol.k8s.io/v1beta3-preserve-zero-concurrency-shares";
 
 /// A version of `flowcontrol.apiserver.k8s.io`.
@@ -74,7 +74,7 @@ impl fmt::Display for ApiVersion {
 
 /// `metadata`, the parts we use or validate.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RawMeta {
+pub(in crate::config) struct RawMeta {
     /// `name`.
     pub name: String,
     /// `namespace`; must be empty (both kinds are cluster-scoped).
@@ -91,14 +91,14 @@ pub struct RawMeta {
 
 /// `status.conditions[].type` of either kind: all that validation looks at.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RawStatus {
+pub(in crate::config) struct RawStatus {
     /// The `type` of each condition, in order.
     pub condition_types: Vec<String>,
 }
 
 /// A FlowSchema of any version.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawFlowSchema {
+pub(in crate::config) struct RawFlowSchema {
     /// The version it was written in.
     pub version: ApiVersion,
     /// `metadata`.
@@ -111,7 +111,7 @@ pub struct RawFlowSchema {
 
 /// `FlowSchemaSpec`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RawFlowSchemaSpec {
+pub(in crate::config) struct RawFlowSchemaSpec {
     /// `priorityLevelConfiguration.name`.
     pub priority_level_name: String,
     /// `matchingPrecedence`; 0 when absent.
@@ -124,7 +124,7 @@ pub struct RawFlowSchemaSpec {
 
 /// `PolicyRulesWithSubjects`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RawPolicyRulesWithSubjects {
+pub(in crate::config) struct RawPolicyRulesWithSubjects {
     /// `subjects`.
     pub subjects: Vec<RawSubject>,
     /// `resourceRules`.
@@ -135,7 +135,7 @@ pub struct RawPolicyRulesWithSubjects {
 
 /// `Subject`: a kind and up to three union members.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RawSubject {
+pub(in crate::config) struct RawSubject {
     /// `kind`.
     pub kind: String,
     /// `user.name`, when `user` is present.
@@ -148,7 +148,7 @@ pub struct RawSubject {
 
 /// `ServiceAccountSubject`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RawServiceAccount {
+pub(in crate::config) struct RawServiceAccount {
     /// `namespace`.
     pub namespace: String,
     /// `name`.
@@ -157,7 +157,7 @@ pub struct RawServiceAccount {
 
 /// `ResourcePolicyRule`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RawResourcePolicyRule {
+pub(in crate::config) struct RawResourcePolicyRule {
     /// `verbs`.
     pub verbs: Vec<String>,
     /// `apiGroups`.
@@ -172,7 +172,7 @@ pub struct RawResourcePolicyRule {
 
 /// `NonResourcePolicyRule`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RawNonResourcePolicyRule {
+pub(in crate::config) struct RawNonResourcePolicyRule {
     /// `verbs`.
     pub verbs: Vec<String>,
     /// `nonResourceURLs`.
@@ -181,7 +181,7 @@ pub struct RawNonResourcePolicyRule {
 
 /// A PriorityLevelConfiguration of any version.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawPriorityLevelConfiguration {
+pub(in crate::config) struct RawPriorityLevelConfiguration {
     /// The version it was written in.
     pub version: ApiVersion,
     /// `metadata`.
@@ -194,7 +194,7 @@ pub struct RawPriorityLevelConfiguration {
 
 /// `PriorityLevelConfigurationSpec`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RawPriorityLevelSpec {
+pub(in crate::config) struct RawPriorityLevelSpec {
     /// `type`.
     pub type_: String,
     /// `limited`.
@@ -205,7 +205,7 @@ pub struct RawPriorityLevelSpec {
 
 /// `LimitedPriorityLevelConfiguration`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RawLimited {
+pub(in crate::config) struct RawLimited {
     /// `nominalConcurrencyShares` / `assuredConcurrencyShares`. Before v1 the field is not a
     /// pointer, so absent decodes as `Some(0)`; in v1 absent is `None`.
     pub shares: Option<i32>,
@@ -219,7 +219,7 @@ pub struct RawLimited {
 
 /// `LimitResponse`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RawLimitResponse {
+pub(in crate::config) struct RawLimitResponse {
     /// `type`.
     pub type_: String,
     /// `queuing`.
@@ -228,7 +228,7 @@ pub struct RawLimitResponse {
 
 /// `QueuingConfiguration`; 0 when absent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RawQueuing {
+pub(in crate::config) struct RawQueuing {
     /// `queues`.
     pub queues: i32,
     /// `handSize`.
@@ -239,7 +239,7 @@ pub struct RawQueuing {
 
 /// `ExemptPriorityLevelConfiguration`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RawExempt {
+pub(in crate::config) struct RawExempt {
     /// `nominalConcurrencyShares`.
     pub nominal_concurrency_shares: Option<i32>,
     /// `lendablePercent`.
@@ -248,7 +248,7 @@ pub struct RawExempt {
 
 /// A decoded object of one of the two kinds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RawObject {
+pub(in crate::config) enum RawObject {
     /// A FlowSchema.
     FlowSchema(RawFlowSchema),
     /// A PriorityLevelConfiguration.

@@ -13,8 +13,8 @@
 mod flow_schema;
 mod priority_level;
 
-pub use flow_schema::validate_flow_schema;
-pub use priority_level::validate_priority_level;
+pub(in crate::config) use flow_schema::validate_flow_schema;
+pub(in crate::config) use priority_level::validate_priority_level;
 
 use super::field::{BadValue, FieldError, FieldPath};
 use super::names::{dns1123_subdomain, label_value, qualified_name};

@@ -441,9 +441,52 @@ fn rfc3339_nano_trims_the_fraction_and_handles_any_date() {
             "1969-01-01T00:00:00Z",
         ),
         (None, "0001-01-01T00:00:00Z"),
+        // Leap days: 2024 and 2000 are leap years, 1900 and 2100 are not, 1600 is.
+        (
+            Some(UNIX_EPOCH + Duration::new(1_709_208_000, 100_000_000)),
+            "2024-02-29T12:00:00.1Z",
+        ),
+        (
+            Some(UNIX_EPOCH - Duration::from_secs(2_203_891_201)),
+            "1900-02-28T23:59:59Z",
+        ),
+        (
+            Some(UNIX_EPOCH - Duration::from_secs(2_203_891_200)),
+            "1900-03-01T00:00:00Z",
+        ),
+        (
+            Some(UNIX_EPOCH + Duration::from_secs(4_107_542_399)),
+            "2100-02-28T23:59:59Z",
+        ),
+        (
+            Some(UNIX_EPOCH - Duration::from_secs(11_670_998_400)),
+            "1600-02-29T00:00:00Z",
+        ),
+        // Past 32-bit seconds, with a fraction ending in zeros.
+        (
+            Some(UNIX_EPOCH + Duration::new(2_147_483_648, 120_000)),
+            "2038-01-19T03:14:08.00012Z",
+        ),
+        (
+            Some(UNIX_EPOCH - Duration::from_secs(62_135_596_800)),
+            "0001-01-01T00:00:00Z",
+        ),
+        // The last instant of four-digit years; later ones print as it.
+        (
+            Some(UNIX_EPOCH + Duration::new(253_402_300_799, 999_999_999)),
+            "9999-12-31T23:59:59.999999999Z",
+        ),
+        (
+            Some(UNIX_EPOCH + Duration::from_secs(253_402_300_800 * 4)),
+            "9999-12-31T23:59:59.999999999Z",
+        ),
+        (
+            Some(UNIX_EPOCH - Duration::from_secs(62_167_219_201)),
+            "0000-01-01T00:00:00Z",
+        ),
     ];
     for (time, want) in cases {
-        assert_eq!(format_rfc3339_nano(time), want);
+        assert_eq!(format_rfc3339_nano(time), want, "{time:?}");
     }
 }
 

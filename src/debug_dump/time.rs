@@ -2,61 +2,37 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use time::format_description::well_known::Rfc3339;
+use time::macros::datetime;
+use time::OffsetDateTime;
 use tokio::time::Instant;
 
 /// Go's `time.Time{}.UTC().Format(time.RFC3339Nano)`: what a waiting request's start time shows.
 const GO_ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 
 /// `t.UTC().Format(time.RFC3339Nano)`: `2006-01-02T15:04:05.999999999Z`, the fraction without
-/// trailing zeros and left out when zero. `None` is Go's zero time.
+/// trailing zeros and left out when zero. `None` is Go's zero time. A time outside the years
+/// 0000 to 9999, which no clock reads, prints as the nearest one within them.
 pub fn format_rfc3339_nano(time: Option<SystemTime>) -> String {
     let Some(time) = time else {
         return GO_ZERO_TIME.to_owned();
     };
-    let (secs, nanos) = match time.duration_since(UNIX_EPOCH) {
-        Ok(d) => (i128::from(d.as_secs()), d.subsec_nanos()),
-        Err(e) => {
-            let d = e.duration();
-            let whole = -i128::from(d.as_secs());
-            match d.subsec_nanos() {
-                0 => (whole, 0),
-                n => (whole - 1, 1_000_000_000 - n),
-            }
-        }
+    // Nanoseconds since the epoch: a `SystemTime` spans far fewer than i128's.
+    let nanos = match time.duration_since(UNIX_EPOCH) {
+        Ok(d) => i128::try_from(d.as_nanos()).unwrap_or(i128::MAX),
+        Err(e) => i128::try_from(e.duration().as_nanos()).map_or(i128::MIN, |n| -n),
     };
-    let days = secs.div_euclid(86_400);
-    let of_day = secs.rem_euclid(86_400);
-    let (year, month, day) = civil_from_days(days);
-    let mut text = format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
-        of_day / 3600,
-        of_day / 60 % 60,
-        of_day % 60
-    );
-    if nanos > 0 {
-        let fraction = format!("{nanos:09}");
-        text.push('.');
-        text.push_str(fraction.trim_end_matches('0'));
-    }
-    text.push('Z');
-    text
+    let utc = OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .unwrap_or(if nanos < 0 { FIRST } else { LAST })
+        .clamp(FIRST, LAST);
+    // RFC 3339 refuses only years outside 0000..=9999 and offsets that are not whole minutes.
+    utc.format(&Rfc3339)
+        .unwrap_or_else(|_| GO_ZERO_TIME.to_owned())
 }
 
-/// The proleptic Gregorian date of a day count from 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(days: i128) -> (i128, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    // Both are small (1..=31, 1..=12) by construction.
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = (if mp < 10 { mp + 3 } else { mp - 9 }) as u32;
-    let year = yoe + era * 400 + i128::from(month <= 2);
-    (year, month, day)
-}
+/// The first and last instants RFC 3339 writes (four-digit years).
+const FIRST: OffsetDateTime = datetime!(0000-01-01 00:00:00 UTC);
+const LAST: OffsetDateTime = datetime!(9999-12-31 23:59:59.999_999_999 UTC);
 
 /// Go's `SeatSeconds.String()`: a value in units of 1e-8 seat-seconds printed as
 /// `<whole>.<8 digits>ss`.

@@ -523,16 +523,15 @@ fn level_error(name: &str, source: QueueSetError) -> FlowControlError {
 }
 
 /// Mirrors `queueSetCompleterForPL`: exempt → no limit; `Reject` → no queues; `Queue` → its shape.
-/// Negative values (impossible after validation) become 0 and fail the dealer check.
 pub fn queuing_config(pl: &PriorityLevel) -> QueuingConfig {
     if pl.is_exempt() {
         return QueuingConfig::Exempt;
     }
     match pl.queuing() {
         Some(q) => QueuingConfig::Queue(QueueShape {
-            queues: u32::try_from(q.queues).unwrap_or(0),
-            hand_size: u32::try_from(q.hand_size).unwrap_or(0),
-            queue_length_limit: u32::try_from(q.queue_length_limit).unwrap_or(0),
+            queues: q.queues,
+            hand_size: q.hand_size,
+            queue_length_limit: q.queue_length_limit,
         }),
         None => QueuingConfig::Reject,
     }

@@ -61,14 +61,14 @@ pub fn nominal_cl_sum(limits: &[LevelLimits]) -> u32 {
     limits.iter().map(|l| l.nominal_cl).sum()
 }
 
-/// The shares of a level; negative values (rejected by validation) count as 0.
+/// The shares of a level.
 fn shares(pl: &PriorityLevel) -> u32 {
-    u32::try_from(pl.nominal_concurrency_shares()).unwrap_or(0)
+    pl.nominal_concurrency_shares()
 }
 
 /// Rounds a non-negative product to a seat count the way Go's `int(math.Round(x))` does for the
-/// values that can occur here; `as` saturates negatives and NaN to 0.
-fn round_percent(cl: u32, percent: i32) -> u32 {
+/// values that can occur here (`as` saturates a product beyond `u32`).
+fn round_percent(cl: u32, percent: u32) -> u32 {
     (f64::from(cl) * f64::from(percent) / 100.0).round() as u32
 }
 
@@ -97,12 +97,12 @@ fn level_limits(server_cl: u32, share_sum: f64, pl: &PriorityLevel) -> LevelLimi
 }
 
 /// `max(1, min(ceil(NominalCL × 0.15), NominalCL / handSize))` with Go's integer division.
-fn max_seats(nominal_cl: u32, hand_size: i32) -> u32 {
+fn max_seats(nominal_cl: u32, hand_size: u32) -> u32 {
     let by_percent = (f64::from(nominal_cl) * MAX_SEATS_PERCENT).ceil();
-    // handSize ≥ 1 after validation; a bad value only loses the hand-size bound.
-    let by_hand = match u32::try_from(hand_size) {
-        Ok(h) if h > 0 => f64::from(nominal_cl / h),
-        _ => by_percent,
+    // handSize ≥ 1 after validation; 0 (a level built by hand) only loses the hand-size bound.
+    let by_hand = match nominal_cl.checked_div(hand_size) {
+        Some(n) => f64::from(n),
+        None => by_percent,
     };
     by_percent.min(by_hand).max(1.0) as u32
 }

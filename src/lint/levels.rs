@@ -72,8 +72,7 @@ fn cannot_drain(
     files: &Files<'_>,
 ) -> Option<Finding> {
     let queuing = pl.queuing()?;
-    let capacity =
-        u64::try_from(queuing.queues).ok()? * u64::try_from(queuing.queue_length_limit).ok()?;
+    let capacity = u64::from(queuing.queues) * u64::from(queuing.queue_length_limit);
     let wait = wait_limit(o.request_timeout);
     let per_request = o.request_duration.as_secs_f64();
     if per_request <= 0.0 {

@@ -40,10 +40,7 @@ pub(super) fn lint_level(
     files: &Files<'_>,
 ) -> Option<Finding> {
     let queuing = pl.queuing()?;
-    let (queues, hand) = (
-        u32::try_from(queuing.queues).ok()?,
-        u32::try_from(queuing.hand_size).ok()?,
-    );
+    let (queues, hand) = (queuing.queues, queuing.hand_size);
     if queues <= 1 {
         return None;
     }

@@ -101,7 +101,7 @@ pub const DEFAULT_URL: &str = "/api/v1/namespaces/default/pods";
 
 /// Parses and validates a workload file's text.
 pub fn parse_workload(text: &str) -> Result<Workload, WorkloadError> {
-    let raw: RawWorkload = serde_yaml::from_str(text).map_err(|e| WorkloadError {
+    let raw: RawWorkload = crate::yaml::from_str(text).map_err(|e| WorkloadError {
         problems: vec![format!("not a workload: {e}")],
     })?;
     let mut problems = Vec::new();

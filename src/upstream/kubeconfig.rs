@@ -34,7 +34,7 @@ pub enum KubeconfigError {
         path: PathBuf,
         /// The YAML error.
         #[source]
-        source: serde_yaml::Error,
+        source: crate::yaml::Error,
     },
     /// A context, cluster or user is missing or named nowhere.
     #[error("kubeconfig: {0}")]
@@ -109,7 +109,7 @@ struct User {
     token_file: Option<String>,
     username: Option<String>,
     exec: Option<ExecConfig>,
-    auth_provider: Option<serde_yaml::Value>,
+    auth_provider: Option<crate::yaml::Value>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -165,8 +165,8 @@ impl Kubeconfig {
     }
 
     /// Parses a kubeconfig document.
-    pub fn parse(text: &str) -> Result<Self, serde_yaml::Error> {
-        serde_yaml::from_str(text)
+    pub fn parse(text: &str) -> Result<Self, crate::yaml::Error> {
+        crate::yaml::from_str(text)
     }
 
     /// Resolves the current context; relative paths are taken from `base_dir`.

@@ -123,9 +123,9 @@ pub(crate) fn flow_schema(
 /// A `Limited` level; `queuing` `None` means `Reject`.
 pub(crate) fn limited(
     name: &str,
-    shares: i32,
-    lendable: i32,
-    queuing: Option<(i32, i32)>,
+    shares: u32,
+    lendable: u32,
+    queuing: Option<(u32, u32)>,
 ) -> PriorityLevel {
     let limit_response = match queuing {
         None => LimitResponse::Reject,

@@ -37,7 +37,7 @@ metadata:
     )
 }
 
-fn shares(loaded: &Loaded, level: &str) -> i32 {
+fn shares(loaded: &Loaded, level: &str) -> u32 {
     match &loaded.config.priority_level(level).expect("level").spec {
         crate::config::PriorityLevelSpec::Limited(l) => l.nominal_concurrency_shares,
         crate::config::PriorityLevelSpec::Exempt { .. } => panic!("exempt"),

@@ -73,7 +73,7 @@ pub fn prescan(text: &str, max_tokens: usize) -> Result<Shape, PrescanError> {
 /// The nesting of `text`, refused past [`MAX_DEPTH`] (what every configuration file gets: the
 /// proxy's own files and the cluster's objects are the operator's, so their size is not bounded
 /// here; the webhook's reviews are, with [`prescan`]).
-pub fn check_depth(text: &str) -> Result<usize, PrescanError> {
+pub(in crate::config) fn check_depth(text: &str) -> Result<usize, PrescanError> {
     Depth::default().scan(text.as_bytes())
 }
 

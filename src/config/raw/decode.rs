@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_yaml::{Mapping, Value};
+use crate::yaml::{Mapping, Value};
 
 use super::*;
 use crate::config::field::{go_quote, FieldError, FieldPath};
@@ -35,7 +35,7 @@ const META_FIELDS: &[&str] = &[
 
 /// Decodes one object of `kind` (`FlowSchema` or `PriorityLevelConfiguration`) written in
 /// `version`, with every decoding problem found. `None` for any other kind.
-pub fn decode_object(
+pub(in crate::config) fn decode_object(
     value: &Value,
     kind: &str,
     version: ApiVersion,

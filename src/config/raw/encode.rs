@@ -1,7 +1,7 @@
 //! From the model back to raw objects, and from raw objects to `flowcontrol.apiserver.k8s.io/v1`
 //! YAML values (for `config dump` and for comparing against the mandatory objects).
 
-use serde_yaml::{Mapping, Value};
+use crate::yaml::{Mapping, Value};
 
 use super::*;
 use crate::config::model::*;
@@ -86,6 +86,12 @@ fn raw_subject(subject: &Subject) -> RawSubject {
     }
 }
 
+/// A model count back in its API field's type (`int32`). The model's counts were read from those
+/// fields, so they fit; a larger one (built by hand) is written as the largest `int32`.
+fn int32(v: u32) -> i32 {
+    i32::try_from(v).unwrap_or(i32::MAX)
+}
+
 impl From<&PriorityLevel> for RawPriorityLevelConfiguration {
     fn from(pl: &PriorityLevel) -> Self {
         let spec = match &pl.spec {
@@ -96,16 +102,16 @@ impl From<&PriorityLevel> for RawPriorityLevelConfiguration {
                 type_: "Exempt".to_string(),
                 limited: None,
                 exempt: Some(RawExempt {
-                    nominal_concurrency_shares: Some(*nominal_concurrency_shares),
-                    lendable_percent: Some(*lendable_percent),
+                    nominal_concurrency_shares: Some(int32(*nominal_concurrency_shares)),
+                    lendable_percent: Some(int32(*lendable_percent)),
                 }),
             },
             PriorityLevelSpec::Limited(l) => RawPriorityLevelSpec {
                 type_: "Limited".to_string(),
                 limited: Some(RawLimited {
-                    shares: Some(l.nominal_concurrency_shares),
-                    lendable_percent: Some(l.lendable_percent),
-                    borrowing_limit_percent: l.borrowing_limit_percent,
+                    shares: Some(int32(l.nominal_concurrency_shares)),
+                    lendable_percent: Some(int32(l.lendable_percent)),
+                    borrowing_limit_percent: l.borrowing_limit_percent.map(int32),
                     limit_response: match l.limit_response {
                         LimitResponse::Reject => RawLimitResponse {
                             type_: "Reject".to_string(),
@@ -114,9 +120,9 @@ impl From<&PriorityLevel> for RawPriorityLevelConfiguration {
                         LimitResponse::Queue(q) => RawLimitResponse {
                             type_: "Queue".to_string(),
                             queuing: Some(RawQueuing {
-                                queues: q.queues,
-                                hand_size: q.hand_size,
-                                queue_length_limit: q.queue_length_limit,
+                                queues: int32(q.queues),
+                                hand_size: int32(q.hand_size),
+                                queue_length_limit: int32(q.queue_length_limit),
                             }),
                         },
                     },

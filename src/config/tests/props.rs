@@ -11,7 +11,7 @@ use super::super::*;
 fn limit_response() -> impl Strategy<Value = LimitResponse> {
     prop_oneof![
         Just(LimitResponse::Reject),
-        (1..=128i32, 1..=6i32, 1..=1000i32).prop_map(|(queues, hand, len)| {
+        (1..=128u32, 1..=6u32, 1..=1000u32).prop_map(|(queues, hand, len)| {
             LimitResponse::Queue(Queuing {
                 queues,
                 hand_size: hand.min(queues),
@@ -24,9 +24,9 @@ fn limit_response() -> impl Strategy<Value = LimitResponse> {
 fn level() -> impl Strategy<Value = PriorityLevel> {
     (
         "pl-[a-z0-9]{1,6}",
-        0..1000i32,
-        0..=100i32,
-        proptest::option::of(0..500i32),
+        0..1000u32,
+        0..=100u32,
+        proptest::option::of(0..500u32),
         limit_response(),
     )
         .prop_map(

@@ -26,7 +26,7 @@ const SUPPORTED_VERBS: &[&str] = &[
 const NS_ERR_INTRO: &str = "each member of this list must be '*' or a DNS-1123 label; ";
 
 /// Every problem with a defaulted FlowSchema.
-pub fn validate_flow_schema(fs: &RawFlowSchema) -> Vec<FieldError> {
+pub(in crate::config) fn validate_flow_schema(fs: &RawFlowSchema) -> Vec<FieldError> {
     let mut errs = validate_meta(&fs.meta);
     let spec_path = FieldPath::new("spec");
     errs.extend(validate_spec(&fs.meta.name, &fs.spec, &spec_path));

@@ -17,7 +17,9 @@ const MAX_HASH_BITS: i64 = 60;
 ///
 /// The concurrency-shares field is named as in the version the object was written in
 /// (`assuredConcurrencyShares` before v1beta3), as the apiserver names it for the request's version.
-pub fn validate_priority_level(pl: &RawPriorityLevelConfiguration) -> Vec<FieldError> {
+pub(in crate::config) fn validate_priority_level(
+    pl: &RawPriorityLevelConfiguration,
+) -> Vec<FieldError> {
     let mut errs = validate_meta(&pl.meta);
     if pl.meta.annotations.contains_key(PRESERVE_ZERO_ANNOTATION) {
         errs.push(FieldError::forbidden(

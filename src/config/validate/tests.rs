@@ -27,7 +27,7 @@ spec:
     - verbs: [get]
       nonResourceURLs: [/healthz]
 "#;
-    let value: serde_yaml::Value = serde_yaml::from_str(yaml).unwrap();
+    let value: crate::yaml::Value = crate::yaml::from_str(yaml).unwrap();
     match decode_object(&value, "FlowSchema", ApiVersion::V1) {
         Some((RawObject::FlowSchema(fs), errs)) if errs.is_empty() => fs,
         other => panic!("bad base: {other:?}"),

@@ -217,7 +217,7 @@ fn exempt_level() -> PriorityLevel {
     exempt_with(0, 0)
 }
 
-fn exempt_with(shares: i32, lendable: i32) -> PriorityLevel {
+fn exempt_with(shares: u32, lendable: u32) -> PriorityLevel {
     PriorityLevel {
         name: "exempt".into(),
         uid: String::new(),

@@ -6,7 +6,7 @@ use crate::fairqueue::level_queues::AdmitRequest;
 use crate::fairqueue::queueset::{FlowMeta, RejectReason};
 use crate::fairqueue::WorkEstimate;
 
-fn limited(name: &str, shares: i32, lendable: i32, response: LimitResponse) -> PriorityLevel {
+fn limited(name: &str, shares: u32, lendable: u32, response: LimitResponse) -> PriorityLevel {
     PriorityLevel {
         name: name.into(),
         uid: format!("uid-{name}"),
@@ -19,7 +19,7 @@ fn limited(name: &str, shares: i32, lendable: i32, response: LimitResponse) -> P
     }
 }
 
-fn queue(queues: i32, hand_size: i32, queue_length_limit: i32) -> LimitResponse {
+fn queue(queues: u32, hand_size: u32, queue_length_limit: u32) -> LimitResponse {
     LimitResponse::Queue(Queuing {
         queues,
         hand_size,

@@ -4,10 +4,10 @@ use crate::config::{LimitResponse, LimitedPriorityLevel, PriorityLevelSpec, Queu
 /// A `Limited` level that queues with the given hand size.
 pub(crate) fn queuing_level(
     name: &str,
-    shares: i32,
-    lendable: i32,
-    borrowing: Option<i32>,
-    hand_size: i32,
+    shares: u32,
+    lendable: u32,
+    borrowing: Option<u32>,
+    hand_size: u32,
 ) -> PriorityLevel {
     limited_level(
         name,
@@ -24,9 +24,9 @@ pub(crate) fn queuing_level(
 
 fn limited_level(
     name: &str,
-    shares: i32,
-    lendable: i32,
-    borrowing: Option<i32>,
+    shares: u32,
+    lendable: u32,
+    borrowing: Option<u32>,
     limit_response: LimitResponse,
 ) -> PriorityLevel {
     PriorityLevel {

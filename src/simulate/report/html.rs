@@ -95,23 +95,25 @@ pub fn utc_date_time(unix_seconds: f64) -> String {
     format!("{date} {time}")
 }
 
-/// (`YYYY-MM-DD`, `HH:MM:SS`) for seconds since the UNIX epoch (UTC).
+/// (`YYYY-MM-DD`, `HH:MM:SS`) for seconds since the UNIX epoch (UTC); a time outside the years
+/// 0000 to 9999 reads as the nearest one within them.
 pub fn utc_parts(unix_seconds: f64) -> (String, String) {
+    use time::macros::datetime;
+    let first = datetime!(0000-01-01 00:00:00 UTC);
+    let last = datetime!(9999-12-31 23:59:59 UTC);
+    // `as` saturates (NaN gives 0): out of range either way.
     let secs = unix_seconds.floor() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let utc = time::OffsetDateTime::from_unix_timestamp(secs)
+        .unwrap_or(if secs < 0 { first } else { last })
+        .clamp(first, last);
     (
-        format!("{year:04}-{month:02}-{day:02}"),
-        format!("{:02}:{:02}:{:02}", rem / 3_600, rem % 3_600 / 60, rem % 60),
+        format!(
+            "{:04}-{:02}-{:02}",
+            utc.year(),
+            u8::from(utc.month()),
+            utc.day()
+        ),
+        format!("{:02}:{:02}:{:02}", utc.hour(), utc.minute(), utc.second()),
     )
 }
 

@@ -156,6 +156,25 @@ fn a_trace_on_the_wall_clock_reads_utc() {
 }
 
 #[test]
+fn utc_dates_cross_leap_days_and_32_bit_seconds() {
+    let cases = [
+        (1_709_251_199.9, "2024-02-29", "23:59:59"),
+        (-2_203_891_201.0, "1900-02-28", "23:59:59"),
+        (4_107_542_400.0, "2100-03-01", "00:00:00"),
+        (2_147_483_648.5, "2038-01-19", "03:14:08"),
+        (-0.5, "1969-12-31", "23:59:59"),
+        (253_402_300_799.0, "9999-12-31", "23:59:59"),
+        // Outside four-digit years: the nearest day within them.
+        (1e15, "9999-12-31", "23:59:59"),
+        (f64::NEG_INFINITY, "0000-01-01", "00:00:00"),
+    ];
+    for (seconds, date, time) in cases {
+        let want = (date.to_string(), time.to_string());
+        assert_eq!(utc_parts(seconds), want, "{seconds}");
+    }
+}
+
+#[test]
 fn a_comparison_tells_the_runs_apart_and_lists_the_differences_largest_first() {
     let a = report(vec![level("busy", 100, 30), level("calm", 10, 30)]);
     let mut b = report(vec![level("busy", 100, 30), level("calm", 10, 30)]);
