@@ -65,6 +65,64 @@ async fn kubectl_as_works_through_the_proxy_in_impersonate_mode() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_as_works_through_the_proxy_in_requestheader_and_passthrough_modes() {
+    let Some(api) = KubeApiserver::shared() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    // requestheader: the front-proxy certificate asserts identities; the SubjectAccessReviews
+    // need a credential the apiserver authenticates as the proxy (the deploy RBAC's token).
+    let cert = format!(
+        "--upstream-client-cert-file={}",
+        api.path("front-proxy-client.crt").display()
+    );
+    let key = format!(
+        "--upstream-client-key-file={}",
+        api.path("front-proxy-client.key").display()
+    );
+    let modes: [(&str, Vec<&str>); 2] = [
+        (
+            "requestheader",
+            vec!["--identity-forwarding=requestheader", &cert, &key],
+        ),
+        (
+            "passthrough",
+            vec![
+                "--identity-forwarding=passthrough",
+                "--authentication-token-webhook",
+            ],
+        ),
+    ];
+    for (mode, flags) in modes {
+        let front = front(api, dir.path(), &flags).await;
+        let info = user_info(
+            &front
+                .ok(
+                    &Cred::Token(ADMIN_TOKEN),
+                    &[
+                        "--as",
+                        "alice",
+                        "--as-group",
+                        "dev",
+                        "auth",
+                        "whoami",
+                        "-o",
+                        "jsonpath={.status.userInfo}",
+                    ],
+                    None,
+                )
+                .await,
+        );
+        assert_eq!(info["username"], "alice", "{mode}: {info}");
+        assert_eq!(
+            info["groups"],
+            serde_json::json!(["dev", "system:authenticated"]),
+            "{mode}: {info}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_without_impersonate_is_refused_as_rbac_refuses_it() {
     let Some(api) = KubeApiserver::shared() else {
         return;
