@@ -17,9 +17,11 @@
 
 mod label_selector;
 mod list_options;
+mod options;
 mod url;
 
-pub(crate) use self::url::{first_query_value, query_pairs, query_value};
+pub use self::options::{ListOptions, ListOptionsError, RequestOptions, Timeout};
+pub use self::url::query_params;
 
 #[cfg(test)]
 mod tests;
@@ -71,6 +73,10 @@ pub struct RequestInfo {
     /// The raw `labelSelector` of list, watch and deletecollection requests.
     #[serde(skip)]
     pub label_selector: CompactString,
+    /// The list options and `?timeout=` of its query, whatever the verb: what flow control
+    /// reads of the query, decoded with the attributes.
+    #[serde(skip)]
+    pub options: RequestOptions,
 }
 
 /// Why no [`RequestInfo`] could be derived. The apiserver answers these with an error status.
@@ -124,12 +130,25 @@ const LONG_RUNNING_SUBRESOURCES: [&str; 5] = ["attach", "exec", "proxy", "log", 
 /// [`RequestInfo::path`] for bytes that are not UTF-8.
 pub fn parse(method: &str, target: &str) -> Result<RequestInfo, RequestInfoError> {
     let target = url::parse_request_target(target)?;
-    let attributes = resolve(method, &target.path, target.raw_query)
+    // The query is decoded once, for the attributes and the options alike.
+    let query = url::parse_query(target.raw_query);
+    let attributes = resolve(method, &target.path, &query)
         .map_err(|NoKindAndNamespace| RequestInfoError::NoKindAndNamespace(target.go_string()))?;
     Ok(RequestInfo {
         path: target.path,
+        options: RequestOptions::of(&query),
         ..attributes
     })
+}
+
+/// The value a field selector requires `field` to equal exactly (`field=v` or `field==v`), or
+/// `None` when it does not (including when the selector does not parse): the one reading of
+/// field selectors, shared with the attributes' `metadata.name`.
+pub fn field_requires_exact_match(selector: &str, field: &str) -> Option<String> {
+    list_options::exact_match(selector, field)
+        .ok()
+        .flatten()
+        .map(std::borrow::Cow::into_owned)
 }
 
 /// Whether `labels.Parse` accepts `selector` (for the fuzz targets).
@@ -181,7 +200,11 @@ fn non_resource(method: &str, api_prefix: &str) -> RequestInfo {
 }
 
 /// Steps 2–6 of [`parse`] over the decoded `path`; the result's `path` is left empty.
-fn resolve(method: &str, path: &str, raw_query: &str) -> Result<RequestInfo, NoKindAndNamespace> {
+fn resolve(
+    method: &str,
+    path: &str,
+    query: &ListQuery<'_>,
+) -> Result<RequestInfo, NoKindAndNamespace> {
     let trimmed = path.trim_matches('/');
     let segments = split_segments(trimmed);
     let (api_prefix, api_group, api_version, rest) = match segments.as_slice() {
@@ -232,7 +255,7 @@ fn resolve(method: &str, path: &str, raw_query: &str) -> Result<RequestInfo, NoK
         verb,
         ..RequestInfo::default()
     };
-    apply_query(&mut info, verb_via_path_prefix, raw_query);
+    apply_query(&mut info, verb_via_path_prefix, query);
     Ok(info)
 }
 
@@ -270,12 +293,9 @@ fn verb_for_method(method: &str) -> &'static str {
 }
 
 /// Steps 5 and 6 of [`parse`]: collection verbs and the selectors recorded for them.
-fn apply_query(info: &mut RequestInfo, verb_via_path_prefix: bool, raw_query: &str) {
-    // The query is decoded at most once, and only when a step needs it.
-    let mut query: Option<ListQuery> = None;
+fn apply_query(info: &mut RequestInfo, verb_via_path_prefix: bool, query: &ListQuery<'_>) {
     if info.name.is_empty() && info.verb == "get" {
-        let decision =
-            list_options::decide(query.get_or_insert_with(|| url::parse_query(raw_query)));
+        let decision = list_options::decide(query);
         info.verb = CompactString::const_new(if decision.watch { "watch" } else { "list" });
         if let Some(name) = decision.selected_name.filter(|n| is_path_segment_name(n)) {
             info.name = name.to_compact_string();
@@ -285,7 +305,6 @@ fn apply_query(info: &mut RequestInfo, verb_via_path_prefix: bool, raw_query: &s
         info.verb = CompactString::const_new("deletecollection");
     }
     if !verb_via_path_prefix && VERBS_WITH_SELECTORS.contains(&info.verb.as_str()) {
-        let query = query.get_or_insert_with(|| url::parse_query(raw_query));
         info.field_selector = query.field_selector.as_deref().unwrap_or_default().into();
         info.label_selector = query.label_selector.as_deref().unwrap_or_default().into();
     }

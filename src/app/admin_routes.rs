@@ -148,7 +148,7 @@ fn rejected(
 ) -> Response<ProxyBody> {
     let mut level = None;
     let mut limit = 20;
-    for (key, value) in crate::fairqueue::work_estimate::parse_query(query) {
+    for (key, value) in crate::request_info::query_params(query) {
         match key.as_str() {
             "priorityLevel" => level = Some(value),
             "limit" => match value.parse::<usize>() {

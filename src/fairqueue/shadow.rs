@@ -2,7 +2,7 @@
 //!
 //! A [`Shadow`] is a [`FlowControl`] of its own (a candidate configuration, or in dry-run the
 //! configuration in force) fed every request that reaches flow control, in real time, through
-//! the same [`FlowRequest::prepare`] and [`FlowControl::admit`] that enforce. A request the
+//! the same front door ([`FrontDoor`]) and [`FlowControl::start_admit`] that enforce. A request the
 //! shadow would have queued "starts" when the shadow would have dispatched it and holds its
 //! shadow seats for as long as the real request executed. The shadow never delays, rejects or
 //! changes a request: it runs in a task of its own, and its verdicts go to the
@@ -18,12 +18,10 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::controller::{Admitting, FlowControl, FlowControlError};
-use super::flow_request::FlowRequest;
+use super::flow_request::{Described, FlowRequest, FrontDoor};
 use super::level_queues::{Rejection, Seat};
 use super::work_estimate::WorkEstimator;
-use crate::auth::Identity;
 use crate::config::Config;
-use crate::request_info::RequestInfo;
 
 /// The `shadow` label of a dry-run: the configuration in force, evaluated.
 pub const DRY_RUN: &str = "dry-run";
@@ -169,18 +167,9 @@ impl Drop for ShadowTickets {
 }
 
 /// Feeds one request to every shadow (see [`Shadow::observe`]).
-pub fn observe_all(
-    shadows: &[Arc<Shadow>],
-    identity: &Identity,
-    info: &Arc<RequestInfo>,
-    query: Option<&str>,
-    wait_limit: Duration,
-) -> ShadowTickets {
+pub fn observe_all(shadows: &[Arc<Shadow>], request: &Described<'_>) -> ShadowTickets {
     let mut tickets = ShadowTickets::default();
-    for ticket in shadows
-        .iter()
-        .filter_map(|s| s.observe(identity, info, query, wait_limit))
-    {
+    for ticket in shadows.iter().filter_map(|s| s.observe(request)) {
         match ticket {
             ShadowTicket::Held(seat) => tickets.held.push(seat),
             ShadowTicket::Waiting(done) => tickets.waiting.push(done),
@@ -322,32 +311,18 @@ impl Shadow {
 
     /// Feeds one request that reached flow control. Returns at once; the shadow's verdict is
     /// reached in a task of its own. `None` when the shadow has no queues for its level.
-    pub fn observe(
-        self: &Arc<Self>,
-        identity: &Identity,
-        info: &Arc<RequestInfo>,
-        query: Option<&str>,
-        wait_limit: Duration,
-    ) -> Option<ShadowTicket> {
+    pub fn observe(self: &Arc<Self>, request: &Described<'_>) -> Option<ShadowTicket> {
         if !self.is_active() {
             return None;
         }
         let snapshot = self.flow_control.snapshot();
-        let prepared = FlowRequest::prepare(
-            &snapshot,
-            &self.estimator,
-            identity,
-            info,
-            query,
-            wait_limit,
-            false,
-            Instant::now(),
-        );
+        let now = Instant::now();
+        let entered = FrontDoor::new(&snapshot, &self.estimator).enter(request, now, &mut ());
         let FlowRequest {
             classification,
             level,
             admit,
-        } = prepared.ok()?;
+        } = entered.ok()?;
         let verdict = Verdict {
             shadow: Arc::clone(self),
             priority_level: classification.priority_level.name.clone(),
@@ -355,7 +330,7 @@ impl Shadow {
         };
         // Most requests get their seats at once: then the real request holds them, and the
         // shadow costs no task.
-        let admitting = match self.flow_control.start_admit(level, admit) {
+        let admitting = match self.flow_control.start_admit_at(level, admit, now) {
             Admitting::Decided(admitted) => {
                 return verdict.record(admitted).map(ShadowTicket::Held)
             }

@@ -15,7 +15,6 @@ mod list;
 mod metrics_text;
 mod mutating;
 mod object_count;
-mod query;
 mod watch_tracker;
 
 use std::time::Duration;
@@ -27,7 +26,6 @@ pub use object_count::{
     list_counts_all_objects, ObjectCountError, ObjectCountTracker, ObjectStats,
     MAX_TRACKED_RESOURCES, PRUNE_INTERVAL, STALE_TOLERATION,
 };
-pub use query::{field_requires_exact_match, parse_query, ListOptions, ListOptionsError};
 pub use watch_tracker::{WatchGuard, WatchTracker};
 
 use super::WorkEstimate;
@@ -130,8 +128,8 @@ impl WorkEstimator {
         &self.watches
     }
 
-    /// The work estimate of a request with attributes `info` and raw query string `query` (no
-    /// `?`), at a level whose `max_seats` is given by `LevelLimits::max_seats` (`None` for exempt
+    /// The work estimate of a request with attributes `info` (its list options among them), at a
+    /// level whose `max_seats` is given by `LevelLimits::max_seats` (`None` for exempt
     /// and `Reject` levels), at `now` (for the staleness of object counts).
     ///
     /// Mirrors `width.go: workEstimator.estimate`: `list` → list estimator; `watch` → list
@@ -140,13 +138,12 @@ impl WorkEstimator {
     pub fn estimate(
         &self,
         info: &RequestInfo,
-        query: Option<&str>,
         max_seats: Option<u32>,
         now: Instant,
     ) -> WorkEstimate {
         match info.verb.as_str() {
-            "list" => self.estimate_list(info, query, max_seats, now),
-            "watch" if self.config.watch_list => self.estimate_list(info, query, max_seats, now),
+            "list" => self.estimate_list(info, max_seats, now),
+            "watch" if self.config.watch_list => self.estimate_list(info, max_seats, now),
             "create" | "update" | "patch" | "delete" => self.estimate_mutating(info, max_seats),
             _ => self.seats(self.config.minimum_seats),
         }

@@ -1,7 +1,7 @@
 //! One described request judged against a configuration: its classification, why (every
 //! FlowSchema tried), and the seats it would take. `classify`, `classify --explain` and the admin
-//! listener's `explain` and `rejected` endpoints share it; the seats come from
-//! [`FlowRequest::prepare`], the very path that admits live requests.
+//! listener's `explain` and `rejected` endpoints share it; the seats come from flow control's
+//! front door ([`FrontDoor::prepare`]), the very path that admits live requests.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,11 +9,12 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::classify::{explain, Classification, ClassifyInput, Explanation};
+use crate::classify::{classify, explain, Classification, ClassifyInput, Explanation};
 use crate::config::Config;
 use crate::fairqueue::controller::{FlowControl, FlowControlError, Snapshot};
-use crate::fairqueue::flow_request::FlowRequest;
-use crate::fairqueue::work_estimate::{parse_query, WorkEstimator};
+use crate::fairqueue::flow_request::{Described, FrontDoor, Handling};
+use crate::fairqueue::timeout::Deadlines;
+use crate::fairqueue::work_estimate::WorkEstimator;
 use crate::request_info::{self, RequestInfo};
 
 /// The server concurrency limit a command assumes when it serves nothing: the defaults of
@@ -42,18 +43,18 @@ pub fn judge(
 ) -> Result<Judged, String> {
     let target = input.target();
     let info = Arc::new(request_info::parse(&input.method, target).map_err(|e| e.to_string())?);
-    let query = target.split_once('?').map(|(_, q)| q);
-    let prepared = FlowRequest::prepare(
-        snapshot,
-        estimator,
-        &input.identity(),
-        &info,
-        query,
-        Duration::ZERO,
-        false,
-        Instant::now(),
-    )
-    .map_err(|e| e.to_string())?;
+    let identity = input.identity();
+    // Judged whatever its handling, with no time to wait.
+    let request = Described {
+        identity: &identity,
+        info: &info,
+        handling: Handling::of(&info),
+        deadlines: Deadlines::of(Duration::ZERO),
+    };
+    let classification = classify(snapshot.index(), &identity, &info);
+    let prepared = FrontDoor::new(snapshot, estimator)
+        .prepare(&request, classification, Instant::now(), &mut ())
+        .map_err(|e| e.to_string())?;
     Ok(Judged {
         seats: prepared.admit.estimate.max_seats(),
         classification: prepared.classification,
@@ -171,7 +172,7 @@ pub fn input_from_query(query: &str) -> Result<ClassifyInput, String> {
         method: "GET".to_string(),
         ..Default::default()
     };
-    for (key, value) in parse_query(query) {
+    for (key, value) in request_info::query_params(query) {
         match key.as_str() {
             "url" => input.url = value,
             "method" => input.method = value,

@@ -34,7 +34,6 @@ use super::identity::{ForwardableIdentity, IdentityForwarding};
 use super::upgrade::splice_upgrades;
 use super::ProxyError;
 use crate::body::{empty_body, BoxError, ProxyBody};
-use crate::fairqueue::timeout::effective_timeout;
 use crate::upstream::{Route, UpstreamAuth, UpstreamBody, UpstreamClient, UpstreamError};
 use deadline::DeadlineBody;
 
@@ -72,6 +71,9 @@ pub struct ForwardRequest<'a> {
     /// When the request was received (the deadline counts from here, as the apiserver's does);
     /// now when `None`.
     pub received_at: Option<Instant>,
+    /// The request's own `?timeout=`, as its attributes read it (`Timeout::Given`); the
+    /// forwarder's `--request-timeout` applies when it is `None` or longer.
+    pub timeout: Option<Duration>,
 }
 
 /// Forwards requests to the upstream.
@@ -143,7 +145,7 @@ impl Forwarder {
         }
         let caller = request.version();
         let upgrade = caller <= http::Version::HTTP_11 && is_upgrade_request(request.headers());
-        let deadline = self.deadline(&request, &ctx, upgrade)?;
+        let deadline = self.deadline(&ctx, upgrade);
         let caller_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
         let upstream_request = self.upstream_request(request, &ctx, upgrade)?;
         let route = if upgrade {
@@ -161,18 +163,14 @@ impl Forwarder {
     }
 
     /// `None` for long-running requests and upgrades.
-    fn deadline<B>(
-        &self,
-        request: &Request<B>,
-        ctx: &ForwardRequest<'_>,
-        upgrade: bool,
-    ) -> Result<Option<Deadline>, ProxyError> {
+    fn deadline(&self, ctx: &ForwardRequest<'_>, upgrade: bool) -> Option<Deadline> {
         if ctx.long_running || upgrade {
-            return Ok(None);
+            return None;
         }
-        let after = effective_timeout(request.uri().query(), self.config.request_timeout)?;
+        let maximum = self.config.request_timeout;
+        let after = ctx.timeout.map_or(maximum, |given| given.min(maximum));
         let at = ctx.received_at.unwrap_or_else(Instant::now) + after;
-        Ok(Some(Deadline { at, after }))
+        Some(Deadline { at, after })
     }
 
     fn upstream_request<B>(

@@ -36,14 +36,17 @@ use crate::auth::{carries_bearer_token, AuthMethod, Authenticated, Authenticator
 use crate::classify::Classification;
 use crate::config::{FlowSchemaRef, PriorityLevelRef};
 use crate::fairqueue::controller::FlowControl;
-use crate::fairqueue::flow_request::{FlowRequest, Handling};
+use crate::fairqueue::controller::LevelHandle;
+use crate::fairqueue::flow_request::{
+    Described, FlowRequest, FrontDoor, Handling, NotAdmitted, Sink,
+};
 use crate::fairqueue::level_queues::{Rejection, Seat};
 use crate::fairqueue::shadow::{self, Shadow, ShadowTickets};
-use crate::fairqueue::timeout::deadlines;
+use crate::fairqueue::timeout::Deadlines;
 use crate::fairqueue::work_estimate::{WatchGuard, WorkEstimator};
 use crate::fairqueue::WorkEstimate;
 use crate::metrics::{FlowMetrics, Metrics};
-use crate::request_info::{self, RequestInfo, RequestInfoError};
+use crate::request_info::{self, RequestInfo, RequestInfoError, Timeout};
 use crate::server::ConnectionInfo;
 
 /// `X-Kubernetes-PF-FlowSchema-UID`: the matched FlowSchema's UID.
@@ -196,13 +199,50 @@ struct Turn<A> {
 struct Admitted {
     identity: ForwardableIdentity,
     info: Arc<RequestInfo>,
-    query: Option<String>,
     /// Its level is exempt (no wait is observed).
     exempt: bool,
     flow: Arc<FlowMetrics>,
     shadows: ShadowTickets,
     /// `None` in a dry run.
     seat: Option<Seat>,
+}
+
+/// What the pipeline records of a request going through flow control's front door: its
+/// classification and estimate for the response headers and the access log, and its flow's
+/// metrics.
+struct Noted<'a> {
+    ctx: &'a mut RequestContext,
+    proxy: &'a Proxy,
+    info: &'a RequestInfo,
+    /// Its flow's metrics, once classified.
+    flow: Option<Arc<FlowMetrics>>,
+}
+
+impl Sink for Noted<'_> {
+    fn keeps_details(&self) -> bool {
+        true
+    }
+
+    fn classified(
+        &mut self,
+        class: &Classification,
+        _level: &LevelHandle,
+        estimate: &mut WorkEstimate,
+    ) {
+        self.ctx.classification = Some((
+            Arc::clone(&class.flow_schema),
+            Arc::clone(&class.priority_level),
+        ));
+        if let Some(logged) = &mut self.ctx.logged {
+            logged.estimate = Some(*estimate);
+        }
+        let flow = self
+            .proxy
+            .metrics
+            .flow(&class.priority_level.name, &class.flow_schema.name);
+        metering::record_estimate(&flow, &self.proxy.estimator, self.info, estimate);
+        self.flow = Some(flow);
+    }
 }
 
 /// The error of a stage that finds the request gone from its slot (a bug, never a client's).
@@ -377,10 +417,8 @@ impl Proxy {
         // never reaches a queue.
         // Shared with the context (for the access log) rather than copied field by field.
         let info = Arc::new(attributes(request)?);
-        let query = request.uri().query().map(str::to_owned);
-        let handling = Handling::of(&info);
         ctx.info = Some(Arc::clone(&info));
-        let deadlines = deadlines(handling, query.as_deref(), self.request_timeout)?;
+        let (handling, deadlines) = Described::terms(&info, self.request_timeout)?;
         let authenticated = self.authenticate(ctx, slot).await?;
         // The apiserver's impersonation filter runs after authentication and before flow
         // control: a refused impersonation never takes a seat, and an allowed one is classified
@@ -402,20 +440,24 @@ impl Proxy {
         if let Some(logged) = &mut ctx.logged {
             logged.at_flow_control = Some(now);
         }
-        let wait_limit = deadlines.wait_limit.saturating_sub(now - ctx.received_at);
+        // The request as flow control sees it: what it may still wait is what is left of its
+        // wait limit after authentication.
+        let described = Described {
+            identity: identity.identity(),
+            info: &info,
+            handling,
+            deadlines: Deadlines {
+                wait_limit: deadlines.wait_limit.saturating_sub(now - ctx.received_at),
+                ..deadlines
+            },
+        };
         let Turn {
             class,
             flow,
             exempt,
             shadows,
             admitting,
-        } = self.take_turn(
-            ctx,
-            identity.identity(),
-            &info,
-            query.as_deref(),
-            wait_limit,
-        )?;
+        } = self.take_turn(ctx, &described)?;
         let seat = match OptionFuture::from(admitting).await {
             None => None,
             Some(answer) => match answer {
@@ -452,7 +494,6 @@ impl Proxy {
         Ok(Admission::Admitted(Admitted {
             identity,
             info,
-            query,
             exempt,
             flow,
             shadows,
@@ -467,43 +508,33 @@ impl Proxy {
     fn take_turn(
         &self,
         ctx: &mut RequestContext,
-        identity: &Identity,
-        info: &Arc<RequestInfo>,
-        query: Option<&str>,
-        wait_limit: Duration,
+        request: &Described<'_>,
     ) -> Result<Turn<impl Future<Output = Result<Seat, Rejection>> + Send + '_>, ProxyError> {
         let snapshot = self.flow_control.snapshot();
-        let prepared = FlowRequest::prepare(
-            &snapshot,
-            &self.estimator,
-            identity,
-            info,
-            query,
-            wait_limit,
-            true,
-            Instant::now(),
-        );
+        let mut noted = Noted {
+            ctx,
+            proxy: self,
+            info: request.info,
+            flow: None,
+        };
+        let entered =
+            FrontDoor::new(&snapshot, &self.estimator).enter(request, Instant::now(), &mut noted);
         let FlowRequest {
             classification: class,
             level,
             admit,
-        } = prepared.map_err(|e| ProxyError::Internal {
-            message: e.to_string(),
+        } = entered.map_err(|refused| ProxyError::Internal {
+            message: match refused {
+                NotAdmitted::NoQueues(e) => e.to_string(),
+                // Forwarded before it reaches flow control (`admit`).
+                NotAdmitted::Bypassed => "a long-running request reached flow control".to_string(),
+            },
         })?;
-        ctx.classification = Some((
-            Arc::clone(&class.flow_schema),
-            Arc::clone(&class.priority_level),
-        ));
-        let estimate = admit.estimate;
-        if let Some(logged) = &mut ctx.logged {
-            logged.estimate = Some(estimate);
-        }
-        let flow = self
-            .metrics
-            .flow(&class.priority_level.name, &class.flow_schema.name);
-        metering::record_estimate(&flow, &self.estimator, info, &estimate);
-        let shadows = shadow::observe_all(&self.shadows, identity, info, query, wait_limit);
-        let admitting = (!self.dry_run).then(|| self.flow_control.admit(&level, admit));
+        let flow = noted.flow.take().ok_or_else(|| ProxyError::Internal {
+            message: "a request was admitted unrecorded".to_string(),
+        })?;
+        let shadows = shadow::observe_all(&self.shadows, request);
+        let admitting = (!self.dry_run).then(|| self.flow_control.admit(level, admit));
         Ok(Turn {
             class,
             flow,
@@ -540,10 +571,7 @@ impl Proxy {
             }
             let execution = Execution::start(&self.metrics, admitted.flow, &admitted.info.verb);
             if admitted.info.verb == "watch" {
-                let watch = self
-                    .estimator
-                    .watches()
-                    .register(&admitted.info, admitted.query.as_deref());
+                let watch = self.estimator.watches().register(&admitted.info);
                 let response = self.forward(ctx, slot, &admitted.identity, true).await;
                 // The watch is established upstream once its response head is here: its seats
                 // go back to the level while the stream goes on (the tracker entry stays until
@@ -673,11 +701,16 @@ impl Proxy {
         let Some(request) = slot.take() else {
             return Err(already_forwarded());
         };
+        let timeout = match ctx.info.as_deref().map(|info| info.options.timeout()) {
+            Some(Timeout::Given(timeout)) => Some(*timeout),
+            _ => None,
+        };
         let forward = ForwardRequest {
             identity,
             long_running,
             peer: ctx.connection.as_ref().map(|c| c.remote_addr),
             received_at: Some(ctx.received_at),
+            timeout,
         };
         let started = Instant::now();
         // Boxed: the upstream exchange's future is the largest part of a request's state, and

@@ -22,7 +22,7 @@ pub(super) struct ListDecision {
 
 /// Decodes the query as the apiserver does; on a decode failure the options are discarded and
 /// only the raw `watch` value is consulted.
-pub(super) fn decide(query: &ListQuery) -> ListDecision {
+pub(super) fn decide(query: &ListQuery<'_>) -> ListDecision {
     decode(query).unwrap_or_else(|Invalid| ListDecision {
         // requestinfo.go's fallback: `strings.ToLower(values[0])` is neither "false" nor "0".
         watch: query
@@ -36,7 +36,7 @@ pub(super) fn decide(query: &ListQuery) -> ListDecision {
 /// A query that `ListOptions` decoding rejects.
 pub(super) struct Invalid;
 
-fn decode(query: &ListQuery) -> Result<ListDecision, Invalid> {
+fn decode(query: &ListQuery<'_>) -> Result<ListDecision, Invalid> {
     let watch = query.watch.as_deref().is_some_and(go_bool);
     if let Some(selector) = &query.label_selector {
         if !label_selector::is_valid(selector) {

@@ -1,5 +1,6 @@
 use super::*;
 
+mod options;
 mod properties;
 mod selectors;
 mod targets;

@@ -78,43 +78,88 @@ pub(super) fn parse_request_target(target: &str) -> Result<RequestTarget<'_>, Re
     })
 }
 
-/// The first value of each query parameter that `ListOptions` decoding and selector recording
-/// look at, decoded as `url.ParseQuery` does.
+/// The first value of each query parameter that the attributes, the list options and the
+/// request deadline are read from, decoded as `url.ParseQuery` does (borrowed from the query
+/// unless it had to be unescaped).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(super) struct ListQuery {
+pub(super) struct ListQuery<'a> {
     /// `watch`
-    pub watch: Option<String>,
+    pub watch: Option<Cow<'a, str>>,
     /// `labelSelector`
-    pub label_selector: Option<String>,
+    pub label_selector: Option<Cow<'a, str>>,
     /// `fieldSelector`
-    pub field_selector: Option<String>,
+    pub field_selector: Option<Cow<'a, str>>,
+    /// `resourceVersion`
+    pub resource_version: Option<Cow<'a, str>>,
+    /// `resourceVersionMatch`
+    pub resource_version_match: Option<Cow<'a, str>>,
     /// `limit`
-    pub limit: Option<String>,
+    pub limit: Option<Cow<'a, str>>,
+    /// `continue`
+    pub continue_token: Option<Cow<'a, str>>,
+    /// `sendInitialEvents`
+    pub send_initial_events: Option<Cow<'a, str>>,
     /// `timeoutSeconds`
-    pub timeout_seconds: Option<String>,
+    pub timeout_seconds: Option<Cow<'a, str>>,
+    /// `timeout` (the request deadline's, not a list option)
+    pub timeout: Option<Cow<'a, str>>,
+}
+
+impl ListQuery<'_> {
+    /// Whether any list option is set (else they are all at their defaults).
+    pub fn sets_list_options(&self) -> bool {
+        [
+            &self.label_selector,
+            &self.field_selector,
+            &self.resource_version,
+            &self.resource_version_match,
+            &self.limit,
+            &self.continue_token,
+            &self.send_initial_events,
+            &self.timeout_seconds,
+        ]
+        .iter()
+        .any(|value| value.is_some())
+    }
 }
 
 /// Mirrors `URL.Query()` (Go ≥ 1.17), keeping only the first value of the parameters in
 /// [`ListQuery`] (see [`query_pairs`]).
-pub(super) fn parse_query(raw_query: &str) -> ListQuery {
+pub(super) fn parse_query(raw_query: &str) -> ListQuery<'_> {
     let mut query = ListQuery::default();
+    if raw_query.is_empty() {
+        return query;
+    }
     for (key, value) in query_pairs(raw_query) {
         let slot = match &*key {
             b"watch" => &mut query.watch,
             b"labelSelector" => &mut query.label_selector,
             b"fieldSelector" => &mut query.field_selector,
+            b"resourceVersion" => &mut query.resource_version,
+            b"resourceVersionMatch" => &mut query.resource_version_match,
             b"limit" => &mut query.limit,
+            b"continue" => &mut query.continue_token,
+            b"sendInitialEvents" => &mut query.send_initial_events,
             b"timeoutSeconds" => &mut query.timeout_seconds,
+            b"timeout" => &mut query.timeout,
             _ => continue,
         };
-        if slot.is_some() {
-            continue;
-        }
-        if let Some(value) = query_value(value) {
-            *slot = Some(value.into_owned());
+        if slot.is_none() {
+            *slot = query_value(value);
         }
     }
     query
+}
+
+/// Every parameter of a raw query string, in order, as Go's `url.ParseQuery` decodes them
+/// (the pieces it keeps, each value unescaped; a piece whose value does not unescape is left out).
+pub fn query_params(raw_query: &str) -> Vec<(String, String)> {
+    query_pairs(raw_query)
+        .filter_map(|(key, value)| {
+            let key = String::from_utf8_lossy(&key).into_owned();
+            Some((key, query_value(value)?.into_owned()))
+        })
+        .collect()
 }
 
 /// The pieces of a raw query string (without the `?`) whose keys Go's `url.ParseQuery` (Go ≥
@@ -185,14 +230,6 @@ pub(crate) fn query_value(value: &str) -> Option<Cow<'_, str>> {
             ),
         },
     )
-}
-
-/// The first value of `name` in a raw query string, as `r.URL.Query().Get(name)` finds it
-/// ([`query_pairs`]); `None` when no piece has that key.
-pub(crate) fn first_query_value<'a>(raw_query: &'a str, name: &str) -> Option<Cow<'a, str>> {
-    query_pairs(raw_query)
-        .filter(|(key, _)| **key == *name.as_bytes())
-        .find_map(|(_, value)| query_value(value))
 }
 
 /// Which of Go's `unescape` modes applies.

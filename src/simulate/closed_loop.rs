@@ -1,7 +1,8 @@
 //! The closed-loop driver of `simulate --workload`: every thread of every [`Client`] calls, waits
-//! for its reply, thinks, and calls again, each call classified and estimated by
-//! [`FlowRequest::prepare`] and admitted by [`FlowControl::admit`](crate::fairqueue::controller::FlowControl::admit) — the code that enforces — on
-//! the paused tokio clock of [`super::engine`].
+//! for its reply, thinks, and calls again, each call going through flow control's front door
+//! ([`FrontDoor`]) and admitted by
+//! [`FlowControl::start_admit_at`](crate::fairqueue::controller::FlowControl::start_admit_at) —
+//! the code that enforces — on the paused tokio clock of [`super::engine`].
 //!
 //! The driver keeps its own events (calls, replies) at their exact nanosecond instants and
 //! measures executions from them; the queue sets read the tokio clock, which moves in whole
@@ -28,10 +29,15 @@ use super::engine::{Outcome, Sim, SimError, SimOptions, TICK};
 use super::record::ClientRecord;
 use super::report::SimReport;
 use super::workload::{Client, Workload};
+use crate::classify::Classification;
 use crate::config::Config;
-use crate::fairqueue::flow_request::{FlowRequest, Handling};
+use crate::fairqueue::controller::{self, LevelHandle};
+use crate::fairqueue::flow_request::{
+    Described, FlowRequest, FrontDoor, Handling, NotAdmitted, Sink,
+};
 use crate::fairqueue::level_queues::{LevelQueues, Rejection, Seat};
-use crate::fairqueue::timeout::deadlines;
+use crate::fairqueue::timeout::Deadlines;
+use crate::fairqueue::WorkEstimate;
 use crate::request_info::{self, RequestInfo};
 
 /// How long a thread waits after a rejection before it calls again (unless it thinks longer).
@@ -114,9 +120,37 @@ pub fn fidelity_notes(workload: &Workload) -> Vec<String> {
 struct Caller<'a> {
     client: &'a Client,
     info: Arc<RequestInfo>,
-    query: Option<String>,
     handling: Handling,
-    wait_limit: Duration,
+    deadlines: Deadlines,
+}
+
+impl Caller<'_> {
+    /// The description of each of its calls.
+    fn described(&self) -> Described<'_> {
+        Described {
+            identity: &self.client.identity,
+            info: &self.info,
+            handling: self.handling,
+            deadlines: self.deadlines,
+        }
+    }
+}
+
+/// A client that states its seats: its calls cost what it says, not what the estimator
+/// reckons.
+struct StatedSeats<'a>(&'a Client);
+
+impl Sink for StatedSeats<'_> {
+    fn classified(&mut self, _: &Classification, _: &LevelHandle, estimate: &mut WorkEstimate) {
+        let client = self.0;
+        if let Some(seats) = client.seats {
+            estimate.initial_seats = seats;
+        }
+        if let Some((seats, linger)) = client.final_seats {
+            estimate.final_seats = seats;
+            estimate.additional_latency = linger;
+        }
+    }
 }
 
 /// Something that happens to a thread at an instant.
@@ -156,16 +190,21 @@ impl Ord for Timed {
 
 type Admitting = Pin<Box<dyn Future<Output = Result<Seat, Rejection>>>>;
 
-/// A call waiting in a queue.
-struct Waiting {
+/// A call in flow control.
+struct CallMade {
     client: usize,
     made: u64,
     arrived: Instant,
-    admitting: Admitting,
     /// Its initial seats: what its execution holds.
     seats: u32,
     outcome: Outcome,
     queues: Arc<LevelQueues>,
+}
+
+/// A call waiting in a queue.
+struct Waiting {
+    call: CallMade,
+    admitting: Admitting,
     waker: Waker,
 }
 
@@ -219,17 +258,14 @@ impl<'a> Driver<'a> {
             // The workload was validated: its URLs parse.
             let info = request_info::parse(client.method.as_str(), &client.url)
                 .map_err(|e| SimError::Workload(format!("{}: url: {e}", client.name)))?;
-            let query = client.url.split_once('?').map(|(_, q)| q.to_string());
-            let handling = Handling::of(&info);
-            let deadlines = deadlines(handling, query.as_deref(), options.request_timeout)
-                .or_else(|_| deadlines(handling, None, options.request_timeout))
-                .map_err(|e| SimError::Workload(format!("{}: url: {e}", client.name)))?;
+            let info = Arc::new(info);
+            let described = Described::replayed(&client.identity, &info, options.request_timeout);
+            let (handling, deadlines) = (described.handling, described.deadlines);
             callers.push(Caller {
                 client,
-                info: Arc::new(info),
-                query,
+                info,
                 handling,
-                wait_limit: deadlines.wait_limit,
+                deadlines,
             });
         }
         let mut driver = Driver {
@@ -339,47 +375,39 @@ impl<'a> Driver<'a> {
         if at >= self.end || c.calls.is_some_and(|calls| made >= calls) {
             return;
         }
-        if caller.handling == Handling::Bypass {
-            self.sim.recorder.lock().request(true, false);
-            self.records[client].called(None);
-            self.records[client].dispatched(Duration::ZERO, 0, Duration::ZERO);
-            self.push(at + c.execution, client, Event::Reply { made, seat: None });
-            if !c.overlap.is_zero() {
-                let next = Event::Call { made: made + 1 };
-                self.push(at + c.execution - c.overlap, client, next);
-            }
-            return;
-        }
-        self.sim.recorder.lock().request(false, false);
         let snapshot = self.sim.flow_control.snapshot();
-        let prepared = FlowRequest::prepare(
-            &snapshot,
-            &self.sim.estimator,
-            &c.identity,
-            &caller.info,
-            caller.query.as_deref(),
-            caller.wait_limit,
-            false,
-            Instant::now(),
+        let now = Instant::now();
+        let entered = FrontDoor::new(&snapshot, &self.sim.estimator).enter(
+            &caller.described(),
+            now,
+            &mut StatedSeats(c),
         );
-        let Ok(FlowRequest {
+        let FlowRequest {
             classification,
             level,
-            mut admit,
-        }) = prepared
-        else {
-            // Its level was left out of flow control (warned about at the start).
-            self.records[client].called(None);
-            self.rejected(at, client, made);
-            return;
+            admit,
+        } = match entered {
+            Ok(entered) => entered,
+            Err(NotAdmitted::Bypassed) => {
+                self.sim.recorder.lock().request(true, false);
+                self.records[client].called(None);
+                self.records[client].dispatched(Duration::ZERO, 0, Duration::ZERO);
+                self.push(at + c.execution, client, Event::Reply { made, seat: None });
+                if !c.overlap.is_zero() {
+                    let next = Event::Call { made: made + 1 };
+                    self.push(at + c.execution - c.overlap, client, next);
+                }
+                return;
+            }
+            Err(NotAdmitted::NoQueues(_)) => {
+                // Its level was left out of flow control (warned about at the start).
+                self.sim.recorder.lock().request(false, false);
+                self.records[client].called(None);
+                self.rejected(at, client, made);
+                return;
+            }
         };
-        if let Some(seats) = c.seats {
-            admit.estimate.initial_seats = seats;
-        }
-        if let Some((seats, linger)) = c.final_seats {
-            admit.estimate.final_seats = seats;
-            admit.estimate.additional_latency = linger;
-        }
+        self.sim.recorder.lock().request(false, false);
         let seats = admit.estimate.initial_seats;
         let outcome = Outcome {
             recorder: Arc::clone(&self.sim.recorder),
@@ -392,28 +420,36 @@ impl<'a> Driver<'a> {
             .recorder
             .lock()
             .arrived(&outcome.priority_level, &outcome.flow_schema);
-        let flow_control = Arc::clone(&self.sim.flow_control);
         let queues = Arc::clone(level.queues());
-        let admitting: Admitting = Box::pin(async move { flow_control.admit(&level, admit).await });
+        let admitting = self.sim.flow_control.start_admit_at(level, admit, now);
+        // Most calls are answered at once: no waker, no entry among the waiting.
+        let admitting: Admitting = match admitting {
+            controller::Admitting::Decided(admitted) => {
+                let call = CallMade {
+                    client,
+                    made,
+                    arrived: at,
+                    seats,
+                    outcome,
+                    queues,
+                };
+                self.settle(at, &call, admitted);
+                return;
+            }
+            controller::Admitting::Waiting(admitting) => admitting,
+        };
         let mut waiting = Waiting {
-            client,
-            made,
-            arrived: at,
-            seats,
+            call: CallMade {
+                client,
+                made,
+                arrived: at,
+                seats,
+                outcome,
+                queues,
+            },
             admitting,
-            outcome,
-            queues,
             waker: Waker::noop().clone(),
         };
-        // Most calls are answered at once: no waker, no entry among the waiting.
-        let first = waiting
-            .admitting
-            .as_mut()
-            .poll(&mut Context::from_waker(Waker::noop()));
-        if let Poll::Ready(admitted) = first {
-            self.settle(at, &waiting, admitted);
-            return;
-        }
         self.next_id += 1;
         let id = self.next_id;
         waiting.waker = Waker::from(Arc::new(WakeOne {
@@ -447,19 +483,19 @@ impl<'a> Driver<'a> {
             return;
         };
         if let Some(w) = self.waiting.remove(&id) {
-            self.settle(now, &w, admitted);
+            self.settle(now, &w.call, admitted);
         }
     }
 
     /// Records a call's answer and moves its thread on.
-    fn settle(&mut self, now: Instant, w: &Waiting, admitted: Result<Seat, Rejection>) {
+    fn settle(&mut self, now: Instant, w: &CallMade, admitted: Result<Seat, Rejection>) {
         match w.outcome.record(admitted, &w.queues) {
             Some(seat) => self.dispatched(now, w, seat),
             None => self.rejected(now, w.client, w.made),
         }
     }
 
-    fn dispatched(&mut self, now: Instant, w: &Waiting, seat: Seat) {
+    fn dispatched(&mut self, now: Instant, w: &CallMade, seat: Seat) {
         let client = self.callers[w.client].client;
         let reply = now + client.execution;
         let within = reply

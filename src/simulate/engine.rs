@@ -1,6 +1,7 @@
-//! The virtual-time driver: each request of a trace goes through [`FlowRequest::prepare`] and
-//! [`FlowControl::admit`] — the code that enforces — on a tokio runtime whose clock is paused, so
-//! time jumps from one event to the next and an hour of traffic replays in seconds.
+//! The virtual-time driver: each request of a trace goes through flow control's front door
+//! ([`FrontDoor`]) and [`FlowControl::start_admit_at`] — the code that enforces — on a tokio
+//! runtime whose clock is paused, so time jumps from one event to the next and an hour of
+//! traffic replays in seconds.
 //!
 //! Every configuration compared runs in the same runtime, fed the same requests at the same
 //! virtual instants. Borrowing is adjusted every 10 s of trace time, as in `serve`.
@@ -24,9 +25,8 @@ use super::trace::{TraceEvent, TraceRequest};
 use crate::config::Config;
 use crate::fairqueue::borrowing::BORROWING_ADJUSTMENT_PERIOD;
 use crate::fairqueue::controller::{Admitting, FlowControl, FlowControlError, Snapshot};
-use crate::fairqueue::flow_request::{FlowRequest, Handling};
+use crate::fairqueue::flow_request::{Described, FlowRequest, FrontDoor, Handling, NotAdmitted};
 use crate::fairqueue::level_queues::{LevelQueues, Rejection, Seat};
-use crate::fairqueue::timeout::deadlines;
 use crate::fairqueue::work_estimate::{ObjectStats, WatchGuard, WorkEstimator};
 use crate::request_info::{RequestInfo, RequestInfoError};
 
@@ -66,6 +66,19 @@ pub enum SimError {
     /// The runtime could not start.
     #[error("the simulation runtime: {0}")]
     Runtime(#[from] std::io::Error),
+}
+
+/// One request of a trace as the driver replays it, the same for every configuration.
+#[derive(Clone, Copy)]
+struct Replay<'a> {
+    request: &'a TraceRequest,
+    /// Its attributes, or why the apiserver could not derive them.
+    derived: Result<&'a Derived, &'a RequestInfoError>,
+    /// When it arrived; the clock reads that rounded up to the millisecond: `now`.
+    arrived: Instant,
+    now: Instant,
+    /// Earlier than an event already replayed.
+    late: bool,
 }
 
 /// One configuration under simulation.
@@ -175,17 +188,15 @@ async fn drive(
                 if let Some(d) = request.duration {
                     last_end = last_end.max(now + d);
                 }
-                let arrived = if late { now } else { time.min(now) };
+                let replay = Replay {
+                    request: &request,
+                    derived: derived.as_ref(),
+                    arrived: if late { now } else { time.min(now) },
+                    now,
+                    late,
+                };
                 for sim in &sims {
-                    let started = sim.start(
-                        &request,
-                        derived.as_ref(),
-                        arrived,
-                        now,
-                        late,
-                        options,
-                        &alive,
-                    );
+                    let started = sim.start(&replay, options, &alive);
                     if let Some((until, seat)) = started {
                         holding.push(until, seat);
                     }
@@ -293,22 +304,22 @@ impl Sim {
         Ref::map(self.snapshot.borrow(), |(_, snapshot)| snapshot)
     }
 
-    /// Replays one request, with its attributes (`derived`), which arrived at `arrived` (the
-    /// clock reads that rounded up to the millisecond: `now`). A request dispatched at once (the
-    /// common case) returns its seats with the instant they are to be given back, for the driver
-    /// to hold; one that waits in a queue, and every watch, goes on in a task of its own.
-    #[allow(clippy::too_many_arguments)]
+    /// Replays one request (see [`Replay`]). A request dispatched at once (the common case)
+    /// returns its seats with the instant they are to be given back, for the driver to hold; one
+    /// that waits in a queue, and every watch, goes on in a task of its own.
     fn start(
         &self,
-        request: &TraceRequest,
-        derived: Result<&Derived, &RequestInfoError>,
-        arrived: Instant,
-        now: Instant,
-        late: bool,
+        replay: &Replay<'_>,
         options: &SimOptions,
         alive: &mpsc::Sender<()>,
     ) -> Option<(Instant, Seat)> {
-        let query = request.uri.split_once('?').map(|(_, q)| q);
+        let Replay {
+            request,
+            derived,
+            arrived,
+            now,
+            late,
+        } = *replay;
         let derived = match derived {
             Ok(derived) => derived,
             Err(error) => {
@@ -319,38 +330,29 @@ impl Sim {
             }
         };
         let info = &derived.info;
-        let handling = Handling::of(info);
-        if handling == Handling::Bypass {
-            self.recorder.lock().request(true, late);
-            return None;
-        }
-        // A `?timeout=` the apiserver would refuse with 400 replays with the full timeout: the
-        // recording server answered it, so it was valid there.
-        let deadlines = deadlines(handling, query, options.request_timeout)
-            .or_else(|_| deadlines(handling, None, options.request_timeout));
+        let described = Described::replayed(&request.identity, info, options.request_timeout);
+        let handling = described.handling;
         let snapshot = self.snapshot();
         let mut classifications = self.classifications.borrow_mut();
         // The classification and the level read in place, the memo's and the snapshot's: a
         // request dispatched at once takes no count of their shared names and queues.
-        let prepared = deadlines.ok().and_then(|deadlines| {
-            let classification = classifications.of(&snapshot, &request.identity, derived);
-            FlowRequest::admit_request(
-                classification,
-                &snapshot,
-                &self.estimator,
-                &request.identity,
-                info,
-                query,
-                deadlines.wait_limit,
-                false,
-                now,
-            )
-            .ok()
-            .map(|(level, admit)| (classification, level, admit))
-        });
-        let Some((classification, level, admit)) = prepared else {
-            self.recorder.lock().request(false, late);
-            return None;
+        let entered = FrontDoor::new(&snapshot, &self.estimator).enter_classified(
+            &described,
+            |_| classifications.of(&snapshot, &request.identity, derived),
+            now,
+            &mut (),
+        );
+        let FlowRequest {
+            classification,
+            level,
+            admit,
+        } = match entered {
+            Ok(entered) => entered,
+            Err(not_admitted) => {
+                let bypassed = not_admitted == NotAdmitted::Bypassed;
+                self.recorder.lock().request(bypassed, late);
+                return None;
+            }
         };
         let queues = level.queues();
         let flow_schema = &classification.flow_schema_name;
@@ -402,7 +404,6 @@ impl Sim {
         let queues = Arc::clone(queues);
         let estimator = self.estimator.clone();
         let open_watches = Arc::clone(&self.open_watches);
-        let query = query.map(str::to_owned);
         let alive = alive.clone();
         let info = Arc::clone(info);
         let held = Held {
@@ -418,17 +419,7 @@ impl Sim {
                 return;
             };
             match handling {
-                Handling::Watch => {
-                    hold_watch(
-                        seat,
-                        held,
-                        &info,
-                        query.as_deref(),
-                        &estimator,
-                        &open_watches,
-                    )
-                    .await
-                }
+                Handling::Watch => hold_watch(seat, held, &info, &estimator, &open_watches).await,
                 _ => {
                     tokio::time::sleep(held.duration.unwrap_or_default()).await;
                     drop(seat);
@@ -715,14 +706,13 @@ async fn hold_watch(
     mut seat: Seat,
     request: Held,
     info: &RequestInfo,
-    query: Option<&str>,
     estimator: &WorkEstimator,
     open_watches: &Mutex<HashMap<String, WatchGuard>>,
 ) {
     let initialised = request.first_byte.unwrap_or_default();
     tokio::time::sleep(initialised).await;
     seat.finish_early();
-    let Some(guard) = estimator.watches().register(info, query) else {
+    let Some(guard) = estimator.watches().register(info) else {
         return;
     };
     match request.duration {

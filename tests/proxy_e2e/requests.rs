@@ -364,9 +364,9 @@ async fn object_counts_from_the_upstreams_metrics_make_lists_cost_more() {
     // Without a count (configmaps are not in the fake's metrics) a list costs the minimum, as
     // for an aggregated API; 5000 pods of unknown size cost the most a list may.
     let unknown = kube_apf_proxy::request_info::parse("GET", "/api/v1/configmaps").expect("info");
-    assert_eq!(estimator.estimate(&unknown, None, None, now).max_seats(), 1);
+    assert_eq!(estimator.estimate(&unknown, None, now).max_seats(), 1);
     assert!(
-        estimator.estimate(&list, None, None, now).max_seats() > 1,
+        estimator.estimate(&list, None, now).max_seats() > 1,
         "5000 pods"
     );
 }

@@ -29,10 +29,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kube_apf_proxy::auth::Identity;
+use kube_apf_proxy::fairqueue::timeout::effective_timeout;
 use kube_apf_proxy::proxy::{
     error_response, ForgeableHeaders, ForwardRequest, Forwarder, ForwarderConfig,
-    IdentityForwarding,
+    IdentityForwarding, ProxyError,
 };
+use kube_apf_proxy::request_info::{RequestOptions, Timeout};
 use kube_apf_proxy::upstream::{UpstreamClient, UpstreamConfig};
 use tokio::net::TcpListener;
 
@@ -202,11 +204,21 @@ async fn handle(
         .split('&')
         .any(|p| p == "watch=true" || p == "watch=1")
         || request.headers().contains_key(http::header::UPGRADE);
+    // The request's own `?timeout=`, read as the pipeline's description of it reads it.
+    let timeout = match RequestOptions::from_query(query).timeout() {
+        Timeout::Given(timeout) => Some(*timeout),
+        Timeout::Unset => None,
+        invalid @ Timeout::Invalid(_) => match effective_timeout(invalid, Duration::MAX) {
+            Err(error) => return error_response(&ProxyError::from(error)),
+            Ok(_) => None,
+        },
+    };
     let ctx = ForwardRequest {
         identity: &identity,
         long_running,
         peer: Some(peer),
         received_at: None,
+        timeout,
     };
     match forwarder.forward(request, ctx).await {
         Ok(response) => response,

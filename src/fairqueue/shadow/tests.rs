@@ -7,9 +7,9 @@ use std::time::Duration;
 use prometheus::Registry;
 
 use super::*;
+use crate::auth::Identity;
 use crate::config::load::{load_sources, SourceFile};
 use crate::config::parse::Format;
-use crate::fairqueue::timeout::wait_limit;
 use crate::request_info;
 
 fn config() -> Config {
@@ -61,28 +61,16 @@ async fn a_shadow_of_the_configuration_in_force_reaches_its_verdicts() {
     let info = Arc::new(request_info::parse("GET", "/api/v1/namespaces/ns/pods/p").expect("info"));
     let mut tasks = Vec::new();
     for _ in 0..20 {
-        let mut tickets = observe_all(
-            std::slice::from_ref(&shadow),
-            &identity,
-            &info,
-            None,
-            wait_limit(Duration::from_secs(60)),
-        );
+        let request = Described::new(&identity, &info, Duration::from_secs(60)).expect("valid");
+        let mut tickets = observe_all(std::slice::from_ref(&shadow), &request);
         let snapshot = enforced.snapshot();
-        let prepared = FlowRequest::prepare(
-            &snapshot,
-            &estimator,
-            &identity,
-            &info,
-            None,
-            wait_limit(Duration::from_secs(60)),
-            false,
-            Instant::now(),
-        )
-        .expect("prepared");
+        let prepared = FrontDoor::new(&snapshot, &estimator)
+            .enter(&request, Instant::now(), &mut ())
+            .expect("prepared");
+        let (level, admit) = (prepared.level.clone(), prepared.admit);
         let enforced = Arc::clone(&enforced);
         tasks.push(tokio::spawn(async move {
-            let seat = enforced.admit(&prepared.level, prepared.admit).await;
+            let seat = enforced.admit(&level, admit).await;
             let Ok(seat) = seat else {
                 return false;
             };
@@ -130,9 +118,8 @@ async fn a_candidate_that_does_not_load_stays_idle() {
     assert!(!shadow.is_active());
     let identity = Identity::authenticated("alice", "", Vec::new());
     let info = Arc::new(request_info::parse("GET", "/api/v1/namespaces/ns/pods/p").expect("info"));
-    assert!(shadow
-        .observe(&identity, &info, None, Duration::from_secs(15))
-        .is_none());
+    let request = Described::new(&identity, &info, Duration::from_secs(60)).expect("valid");
+    assert!(shadow.observe(&request).is_none());
     std::fs::remove_file(dir.path().join("x.yaml")).expect("remove");
     assert!(shadow.reload());
     assert!(shadow.is_active());

@@ -1,4 +1,18 @@
 use super::*;
+use crate::request_info::RequestOptions;
+
+/// The `?timeout=` of a query string, as the request's attributes carry it.
+fn timeout_of(query: Option<&str>) -> Timeout {
+    RequestOptions::from_query(query.unwrap_or_default())
+        .timeout()
+        .clone()
+}
+
+/// The attributes of a GET with this query string.
+fn info_with(query: &str) -> RequestInfo {
+    crate::request_info::parse("GET", &format!("/api/v1/namespaces/a/pods/b?{query}"))
+        .expect("parses")
+}
 
 #[test]
 fn shorter_query_timeout_wins() {
@@ -30,7 +44,7 @@ fn shorter_query_timeout_wins() {
     ];
     for (query, want) in cases {
         assert_eq!(
-            effective_timeout(*query, max).ok(),
+            effective_timeout(&timeout_of(*query), max).ok(),
             Some(*want),
             "{query:?}"
         );
@@ -40,7 +54,10 @@ fn shorter_query_timeout_wins() {
 #[test]
 fn invalid_query_timeout_has_the_apiservers_message() {
     for value in ["soon", "s", "1", "1x", "1.2.3s", "-", "10%20s"] {
-        let got = effective_timeout(Some(&format!("timeout={value}")), Duration::from_secs(60));
+        let got = effective_timeout(
+            &timeout_of(Some(&format!("timeout={value}"))),
+            Duration::from_secs(60),
+        );
         let message = got.expect_err(value).to_string();
         assert!(
             message.starts_with("invalid timeout specified in the request URL - time: "),
@@ -53,11 +70,11 @@ fn invalid_query_timeout_has_the_apiservers_message() {
 fn long_running_requests_keep_the_full_timeout_and_every_wait_is_a_quarter() {
     let max = Duration::from_secs(60);
     for handling in [Handling::Watch, Handling::Bypass] {
-        let d = deadlines(handling, Some("timeout=5s"), max).expect("valid");
+        let d = deadlines(handling, &info_with("timeout=5s"), max).expect("valid");
         assert_eq!(d.timeout, max, "{handling:?}");
         assert_eq!(d.wait_limit, Duration::from_secs(15), "{handling:?}");
     }
-    let d = deadlines(Handling::Ordinary, Some("timeout=8s"), max).expect("valid");
+    let d = deadlines(Handling::Ordinary, &info_with("timeout=8s"), max).expect("valid");
     assert_eq!(
         (d.timeout, d.wait_limit),
         (Duration::from_secs(8), Duration::from_secs(2))
@@ -71,9 +88,9 @@ fn a_query_over_go_s_parameter_limit_gives_no_timeout() {
     let max = Duration::from_secs(60);
     let within = format!("timeout=5s{}", "&a=b".repeat(9_999));
     assert_eq!(
-        effective_timeout(Some(&within), max),
+        effective_timeout(&timeout_of(Some(&within)), max),
         Ok(Duration::from_secs(5))
     );
     let over = format!("timeout=5s{}", "&a=b".repeat(10_000));
-    assert_eq!(effective_timeout(Some(&over), max), Ok(max));
+    assert_eq!(effective_timeout(&timeout_of(Some(&over)), max), Ok(max));
 }

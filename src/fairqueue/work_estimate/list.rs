@@ -6,10 +6,9 @@
 use tokio::time::Instant;
 
 use super::object_count::{ObjectCountError, ObjectStats};
-use super::query::ListOptions;
 use super::{cap, ListCostEstimate, WorkEstimator, WorkEstimatorConfig};
 use crate::fairqueue::WorkEstimate;
-use crate::request_info::RequestInfo;
+use crate::request_info::{ListOptions, RequestInfo};
 
 /// One seat per this many bytes loaded (`bytesPerSeat`).
 const BYTES_PER_SEAT: u64 = 100_000;
@@ -25,7 +24,6 @@ impl WorkEstimator {
     pub(super) fn estimate_list(
         &self,
         info: &RequestInfo,
-        query: Option<&str>,
         max_seats: Option<u32>,
         now: Instant,
     ) -> WorkEstimate {
@@ -33,7 +31,7 @@ impl WorkEstimator {
         let max_seats = cap(max_seats, config.maximum_list_seats_limit);
         // A list naming one object (metadata.name field selector) runs as a get in storage.
         let matches_single = !info.name.is_empty();
-        let Ok(opts) = ListOptions::from_query(query) else {
+        let Ok(opts) = info.options.list() else {
             // Destined to fail validation; charge the most, as the reference does.
             return self.seats(max_seats);
         };
@@ -44,7 +42,7 @@ impl WorkEstimator {
                 return self.seats(config.minimum_seats);
             }
         }
-        let from_cache = info.verb == "watch" || !list_from_storage(&opts, config);
+        let from_cache = info.verb == "watch" || !list_from_storage(opts, config);
         let stats = match self
             .objects
             .get_resource(&info.api_group, &info.resource, now)
@@ -59,9 +57,9 @@ impl WorkEstimator {
             Err(ObjectCountError::NotFound) => return self.seats(config.minimum_seats),
         };
         let seats = match config.list_cost {
-            ListCostEstimate::SizeBased => seats_by_size(stats, &opts, from_cache, matches_single),
+            ListCostEstimate::SizeBased => seats_by_size(stats, opts, from_cache, matches_single),
             ListCostEstimate::CountBased => {
-                seats_by_count(stats, &opts, from_cache, matches_single, config)
+                seats_by_count(stats, opts, from_cache, matches_single, config)
             }
         };
         let seats = u32::try_from(seats).unwrap_or(u32::MAX);

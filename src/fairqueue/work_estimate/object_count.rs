@@ -15,7 +15,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::metrics_text::{parse_storage_metrics, with_resource_key, StorageMetric};
-use super::query::ListOptions;
 use crate::request_info::RequestInfo;
 
 /// Past this age an entry is stale (`staleTolerationThreshold`: the apiserver polls each minute
@@ -78,7 +77,7 @@ fn stats_of(
 /// item count (plus `metadata.remainingItemCount`) is the resource's object count: a cluster-wide
 /// `list` of a resource (no subresource, no name), without label or field selector and not a
 /// continuation.
-pub fn list_counts_all_objects(info: &RequestInfo, query: Option<&str>) -> bool {
+pub fn list_counts_all_objects(info: &RequestInfo) -> bool {
     if !info.is_resource_request
         || info.verb != "list"
         || !info.namespace.is_empty()
@@ -87,7 +86,7 @@ pub fn list_counts_all_objects(info: &RequestInfo, query: Option<&str>) -> bool 
     {
         return false;
     }
-    ListOptions::from_query(query).is_ok_and(|o| {
+    info.options.list().is_ok_and(|o| {
         o.label_selector.is_empty() && o.field_selector.is_empty() && o.continue_token.is_empty()
     })
 }

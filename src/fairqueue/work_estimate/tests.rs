@@ -18,6 +18,25 @@ fn info(verb: &str, group: &str, resource: &str, namespace: &str, name: &str) ->
     }
 }
 
+/// `info` with the options of the query string `query`.
+fn with_query(info: &RequestInfo, query: Option<&str>) -> RequestInfo {
+    RequestInfo {
+        options: crate::request_info::RequestOptions::from_query(query.unwrap_or_default()),
+        ..info.clone()
+    }
+}
+
+/// `est`'s estimate of `info` with the query string `query`.
+fn estimate(
+    est: &WorkEstimator,
+    info: &RequestInfo,
+    query: Option<&str>,
+    max_seats: Option<u32>,
+    now: Instant,
+) -> WorkEstimate {
+    est.estimate(&with_query(info, query), max_seats, now)
+}
+
 fn seats(initial: u32, final_seats: u32, latency_ms: u64) -> WorkEstimate {
     WorkEstimate {
         initial_seats: initial,
@@ -49,7 +68,7 @@ async fn verbs_without_an_estimator_take_one_seat() {
         "put",
         "head",
     ] {
-        let e = est.estimate(&info(verb, "", "pods", "ns", ""), None, Some(15), now);
+        let e = estimate(&est, &info(verb, "", "pods", "ns", ""), None, Some(15), now);
         assert_eq!(e, WorkEstimate::ONE, "{verb}");
     }
     let non_resource = RequestInfo {
@@ -58,7 +77,7 @@ async fn verbs_without_an_estimator_take_one_seat() {
         ..RequestInfo::default()
     };
     assert_eq!(
-        est.estimate(&non_resource, None, None, now),
+        estimate(&est, &non_resource, None, None, now),
         WorkEstimate::ONE
     );
 }
@@ -162,7 +181,8 @@ async fn size_based_list_table() {
         ),
     ];
     for (verb, name, query, max_seats, want) in cases {
-        let e = est.estimate(
+        let e = estimate(
+            &est,
             &info(verb, "", "pods", "", name),
             Some(query),
             *max_seats,
@@ -200,7 +220,13 @@ async fn count_based_list_table() {
         ("list", "", "limit=x", 10),
     ];
     for (verb, name, query, want) in cases {
-        let e = est.estimate(&info(verb, "", "pods", "", name), Some(query), None, now);
+        let e = estimate(
+            &est,
+            &info(verb, "", "pods", "", name),
+            Some(query),
+            None,
+            now,
+        );
         assert_eq!(e.initial_seats, *want, "{verb} {query}");
     }
 }
@@ -214,7 +240,8 @@ async fn unknown_resources_take_one_seat() {
         ("metrics.k8s.io", "pods"),
         ("apps", "pods"),
     ] {
-        let e = est.estimate(
+        let e = estimate(
+            &est,
             &info("list", group, resource, "", ""),
             Some("resourceVersionMatch=Exact"),
             None,
@@ -232,19 +259,19 @@ async fn stale_counts_are_charged_as_the_worst_case() {
     let exact = Some("resourceVersionMatch=Exact");
     let fresh = start + STALE_TOLERATION;
     assert_eq!(
-        est.estimate(&pods, exact, None, fresh).initial_seats,
+        estimate(&est, &pods, exact, None, fresh).initial_seats,
         20,
         "3 min is not stale"
     );
     let stale = fresh + Duration::from_millis(1);
-    assert_eq!(est.estimate(&pods, exact, None, stale).initial_seats, 100);
+    assert_eq!(estimate(&est, &pods, exact, None, stale).initial_seats, 100);
     assert_eq!(
-        est.estimate(&pods, None, None, stale).initial_seats,
+        estimate(&est, &pods, None, None, stale).initial_seats,
         10,
         "cache: 1 MB"
     );
     assert_eq!(
-        est.estimate(&pods, exact, Some(37), stale).initial_seats,
+        estimate(&est, &pods, exact, Some(37), stale).initial_seats,
         37
     );
 }
@@ -262,15 +289,13 @@ async fn unknown_object_size_is_taken_as_one_and_a_half_megabytes() {
     );
     let pods = info("list", "", "pods", "", "");
     assert_eq!(
-        est.estimate(&pods, Some("resourceVersionMatch=Exact"), None, now)
-            .initial_seats,
+        estimate(&est, &pods, Some("resourceVersionMatch=Exact"), None, now).initial_seats,
         45
     );
-    assert_eq!(est.estimate(&pods, None, None, now).initial_seats, 10);
+    assert_eq!(estimate(&est, &pods, None, None, now).initial_seats, 10);
     est.objects().set("pods", ObjectStats::default(), now);
     assert_eq!(
-        est.estimate(&pods, Some("resourceVersionMatch=Exact"), None, now)
-            .initial_seats,
+        estimate(&est, &pods, Some("resourceVersionMatch=Exact"), None, now).initial_seats,
         1,
         "no objects"
     );
@@ -286,10 +311,9 @@ async fn without_consistent_reads_from_cache_unversioned_lists_read_storage() {
     let est = WorkEstimator::new(config);
     est.objects().set("pods", PODS, now);
     let pods = info("list", "", "pods", "", "");
-    assert_eq!(est.estimate(&pods, None, None, now).initial_seats, 20);
+    assert_eq!(estimate(&est, &pods, None, None, now).initial_seats, 20);
     assert_eq!(
-        est.estimate(&pods, Some("resourceVersion=0"), None, now)
-            .initial_seats,
+        estimate(&est, &pods, Some("resourceVersion=0"), None, now).initial_seats,
         10
     );
 }
@@ -303,7 +327,8 @@ async fn watches_take_one_seat_without_the_watch_list_gate() {
     };
     let est = WorkEstimator::new(config);
     est.objects().set("pods", PODS, now);
-    let e = est.estimate(
+    let e = estimate(
+        &est,
         &info("watch", "", "pods", "", ""),
         Some("sendInitialEvents=true"),
         None,
@@ -317,7 +342,8 @@ async fn group_resources_are_keyed_resource_dot_group() {
     let now = Instant::now();
     let est = WorkEstimator::default();
     est.objects().set("deployments.apps", PODS, now);
-    let e = est.estimate(
+    let e = estimate(
+        &est,
         &info("list", "apps", "deployments", "", ""),
         Some("continue=x"),
         None,
@@ -335,7 +361,11 @@ fn register_n(
     query: Option<&str>,
 ) -> Vec<WatchGuard> {
     (0..n)
-        .map(|_| tracker.register(watch, query).expect("a watch"))
+        .map(|_| {
+            tracker
+                .register(&with_query(watch, query))
+                .expect("a watch")
+        })
         .collect()
 }
 
@@ -359,7 +389,8 @@ fn mutating_requests_pay_for_interested_watchers() {
         let est = WorkEstimator::default();
         let _guards = register_n(est.watches(), watchers, &watch, None);
         for verb in ["create", "update", "patch", "delete"] {
-            let e = est.estimate(
+            let e = estimate(
+                &est,
                 &info(verb, "", "configmaps", "ns", "cm"),
                 None,
                 max_seats,
@@ -383,7 +414,8 @@ fn three_watchers_times_fifteen_milliseconds_split_over_two_seats() {
         &info("watch", "", "secrets", "", ""),
         None,
     );
-    let e = est.estimate(
+    let e = estimate(
+        &est,
         &info("update", "", "secrets", "ns", "s"),
         None,
         Some(1),
@@ -404,12 +436,12 @@ fn service_account_tokens_wake_no_watchers() {
     let mut token = info("create", "", "serviceaccounts", "ns", "sa");
     token.subresource = "token".into();
     assert_eq!(
-        est.estimate(&token, None, None, Instant::now()),
+        estimate(&est, &token, None, None, Instant::now()),
         WorkEstimate::ONE
     );
     let sa = info("update", "", "serviceaccounts", "ns", "sa");
     assert_eq!(
-        est.estimate(&sa, None, None, Instant::now()),
+        estimate(&est, &sa, None, None, Instant::now()),
         seats(1, 10, 5)
     );
 }
@@ -423,7 +455,8 @@ fn disabled_mutating_estimator_charges_the_minimum() {
     };
     let est = WorkEstimator::new(config);
     let _g = register_n(est.watches(), 100, &info("watch", "", "pods", "", ""), None);
-    let e = est.estimate(
+    let e = estimate(
+        &est,
         &info("create", "", "pods", "ns", ""),
         None,
         None,

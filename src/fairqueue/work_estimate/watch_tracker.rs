@@ -9,8 +9,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::query::{field_requires_exact_match, ListOptions};
-use crate::request_info::RequestInfo;
+use crate::request_info::{field_requires_exact_match, RequestInfo};
 
 /// Watches of these resources with an exact field-selector match on the named field are served
 /// from a watch-cache index, so events of other objects never reach them (`getBuiltinIndexes`).
@@ -47,19 +46,18 @@ impl WatchTracker {
         Self::default()
     }
 
-    /// Registers a watch being forwarded; `query` is its raw query string. Returns `None` when
-    /// `info.verb` is not `watch`.
+    /// Registers a watch being forwarded. Returns `None` when `info.verb` is not `watch`.
     ///
     /// A pods watch whose field selector requires `spec.nodeName` to equal a non-empty value is
     /// kept but not counted (the reference approximates "indexed watchers that match the event's
     /// node" by those with an empty value). A query that does not parse counts as unindexed.
-    pub fn register(&self, info: &RequestInfo, query: Option<&str>) -> Option<WatchGuard> {
+    pub fn register(&self, info: &RequestInfo) -> Option<WatchGuard> {
         if info.verb != "watch" {
             return None;
         }
         let counted = match BUILTIN_INDEXES.iter().find(|(r, _)| *r == info.resource) {
             None => true,
-            Some((_, field)) => !matches!(index_value(query, field), Some(v) if !v.is_empty()),
+            Some((_, field)) => !matches!(index_value(info, field), Some(v) if !v.is_empty()),
         };
         let identifier = WatchIdentifier {
             api_group: info.api_group.clone(),
@@ -136,7 +134,7 @@ impl Drop for WatchGuard {
 
 /// The exact-match value of `field` in the watch's field selector; `None` when unset or the query
 /// does not convert (`getIndexValue`'s `<unset>`).
-fn index_value(query: Option<&str>, field: &str) -> Option<String> {
-    let opts = ListOptions::from_query(query).ok()?;
+fn index_value(info: &RequestInfo, field: &str) -> Option<String> {
+    let opts = info.options.list().ok()?;
     field_requires_exact_match(&opts.field_selector, field)
 }

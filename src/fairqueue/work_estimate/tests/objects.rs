@@ -176,7 +176,7 @@ fn full_list_requests_table() {
     ];
     for (i, (req, query, want)) in cases.iter().enumerate() {
         assert_eq!(
-            list_counts_all_objects(req, *query),
+            list_counts_all_objects(&with_query(req, *query)),
             *want,
             "case {i}: {query:?}"
         );

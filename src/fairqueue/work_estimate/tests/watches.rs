@@ -67,7 +67,9 @@ fn pod_watches_indexed_by_node_are_not_counted() {
     ];
     let update = info("update", "", "pods", "ns", "p");
     for (query, counted) in queries {
-        let guard = tracker.register(&pods, query).expect("a watch");
+        let guard = tracker
+            .register(&with_query(&pods, query))
+            .expect("a watch");
         assert_eq!(
             tracker.interested_watch_count(&update),
             counted,
@@ -78,7 +80,7 @@ fn pod_watches_indexed_by_node_are_not_counted() {
     }
     // Other resources have no index: a nodeName selector is just a selector.
     let other = info("watch", "", "events", "", "");
-    let _g = tracker.register(&other, Some("fieldSelector=spec.nodeName%3Dn"));
+    let _g = tracker.register(&with_query(&other, Some("fieldSelector=spec.nodeName%3Dn")));
     assert_eq!(
         tracker.interested_watch_count(&info("create", "", "events", "ns", "")),
         1
@@ -107,7 +109,7 @@ fn dropping_guards_forgets_watches_and_their_identifiers() {
 fn only_watches_are_registered() {
     let tracker = WatchTracker::new();
     assert!(tracker
-        .register(&info("list", "", "pods", "", ""), None)
+        .register(&info("list", "", "pods", "", ""))
         .is_none());
     assert_eq!(tracker.tracked_identifiers(), 0);
 }
