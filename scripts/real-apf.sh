@@ -41,34 +41,7 @@ cleanup() {
 trap cleanup EXIT
 
 # One priority level of its own for alice and bob, distinguished by user.
-config='
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: PriorityLevelConfiguration
-metadata: {name: bench}
-spec:
-  type: Limited
-  limited:
-    nominalConcurrencyShares: 20
-    lendablePercent: 0
-    borrowingLimitPercent: 0
-    limitResponse:
-      type: Queue
-      queuing: {queues: 16, handSize: 4, queueLengthLimit: 4}
----
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: FlowSchema
-metadata: {name: bench}
-spec:
-  priorityLevelConfiguration: {name: bench}
-  matchingPrecedence: 500
-  distinguisherMethod: {type: ByUser}
-  rules:
-  - subjects:
-    - {kind: User, user: {name: alice}}
-    - {kind: User, user: {name: bob}}
-    resourceRules:
-    - {verbs: ["*"], apiGroups: [""], resources: [configmaps], namespaces: ["*"]}
-'
+config="$(cat "$root/scripts/real-apf-bench.yaml")"
 
 # start DIR LIMIT_FLAGS...: an apiserver with the bench objects; sets $running and $server.
 start_apiserver() {

@@ -199,8 +199,9 @@ struct SimulateArgs {
     /// The server's limits: the checks run at them.
     #[command(flatten)]
     limits: cli::ServerLimits,
-    /// A YAML or JSON map from resource (`pods`, `deployments.apps`) to stored object count,
-    /// for the cost of lists; without it every list costs what an unknown resource costs.
+    /// A YAML or JSON map from resource (`pods`, `deployments.apps`) to stored object count, or
+    /// to `{count, averageObjectSizeBytes}`, for the cost of lists; without it every list costs
+    /// what an unknown resource costs.
     #[arg(long)]
     object_counts: Option<PathBuf>,
     /// Replay only requests that arrived at least this long after the trace's first one.

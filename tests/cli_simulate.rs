@@ -267,6 +267,48 @@ fn a_log_that_begins_mid_line_is_read_whole() {
     );
 }
 
+/// `--object-counts` takes a count alone (a list is then costed as if each object had the largest
+/// size) or a count with the average object size, as the apiserver estimates it.
+#[test]
+fn object_counts_with_an_average_size_cost_a_list_by_its_bytes() {
+    let (_trace_dir, trace) = temp_trace(
+        r#"{"method":"GET","url":"/api/v1/namespaces/ns/pods","user":"someone","groups":["system:authenticated"],"at":0,"durationMs":1000}
+"#,
+    );
+    let seats = |counts: &str| {
+        let (_dir, path) = temp_trace(counts);
+        let (code, out, err) = run(
+            &[
+                "simulate",
+                "--trace",
+                &trace,
+                "--object-counts",
+                &path,
+                "--output",
+                "json",
+            ],
+            None,
+        );
+        assert_eq!(code, Some(0), "{err}");
+        let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+        let level = report["priorityLevels"]
+            .as_array()
+            .expect("levels")
+            .iter()
+            .find(|l| l["name"] == "global-default")
+            .expect("global-default")
+            .clone();
+        level["maxSeatsInUse"].as_u64().expect("seats")
+    };
+    // 5,000 objects of unknown size: the level's most seats.
+    assert!(seats("pods: 5000\n") > 2);
+    // 5,000 × 40 bytes = 200,000 bytes: two seats of 100,000.
+    assert_eq!(
+        seats("pods: {count: 5000, averageObjectSizeBytes: 40}\n"),
+        2
+    );
+}
+
 #[test]
 fn a_trace_with_no_usable_line_is_an_error_that_says_what_was_expected() {
     let cases = [

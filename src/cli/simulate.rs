@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::config::Config;
+use crate::fairqueue::work_estimate::ObjectStats;
 use crate::simulate::report::html::{ReportSource, TIMELINE_INTERVAL};
 use crate::simulate::report::{self, Format, SimReport};
 use crate::simulate::trace::{TraceInput, TraceLineError, TraceOptions, TraceReader, Window};
@@ -183,17 +184,51 @@ fn load(dir: Option<&Path>) -> anyhow::Result<Config> {
         .map_err(|e| anyhow::anyhow!("{name}: {e}"))
 }
 
+/// One resource's entry of `--object-counts`: a count, or a count with the average object size.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum ObjectCountEntry {
+    Count(u64),
+    #[serde(rename_all = "camelCase")]
+    Stats {
+        count: u64,
+        #[serde(default)]
+        average_object_size_bytes: u64,
+    },
+}
+
 /// Reads `--object-counts`: a YAML or JSON map from resource (`pods`, `deployments.apps`) to the
-/// number of stored objects, as the apiserver's `apiserver_storage_objects` gives them.
-pub fn read_object_counts(path: &Path) -> anyhow::Result<Vec<(String, u64)>> {
+/// number of stored objects, as the apiserver's `apiserver_storage_objects` gives them, or to
+/// `{count, averageObjectSizeBytes}` (the size as its `apiserver_resource_size_estimate_bytes`
+/// gives it: without it a list is costed as if each object had the largest size).
+pub fn read_object_counts(path: &Path) -> anyhow::Result<Vec<(String, ObjectStats)>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--object-counts {}: cannot read", path.display()))?;
-    let counts: std::collections::BTreeMap<String, u64> = crate::yaml::from_str(&text)
+    let counts: std::collections::BTreeMap<String, ObjectCountEntry> = crate::yaml::from_str(&text)
         .with_context(|| {
             format!(
-                "{}: expected a map from resource to object count, e.g. `pods: 5000`",
+                "{}: expected a map from resource to object count, e.g. `pods: 5000` or \
+                 `pods: {{count: 5000, averageObjectSizeBytes: 4000}}`",
                 path.display()
             )
         })?;
-    Ok(counts.into_iter().collect())
+    Ok(counts
+        .into_iter()
+        .map(|(resource, entry)| {
+            let stats = match entry {
+                ObjectCountEntry::Count(count) => ObjectStats {
+                    object_count: count,
+                    average_object_size_bytes: 0,
+                },
+                ObjectCountEntry::Stats {
+                    count,
+                    average_object_size_bytes,
+                } => ObjectStats {
+                    object_count: count,
+                    average_object_size_bytes,
+                },
+            };
+            (resource, stats)
+        })
+        .collect())
 }

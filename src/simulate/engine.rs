@@ -37,8 +37,9 @@ pub struct SimOptions {
     pub server_concurrency_limit: u32,
     /// `--request-timeout`: a request waits in a queue for a quarter of it at most.
     pub request_timeout: Duration,
-    /// Object counts per resource key (`pods`, `deployments.apps`) for the cost of lists.
-    pub object_counts: Vec<(String, u64)>,
+    /// Object counts (and average sizes, 0 when unknown) per resource key (`pods`,
+    /// `deployments.apps`) for the cost of lists.
+    pub object_counts: Vec<(String, ObjectStats)>,
     /// Sample every level this often for the timeline (`None`: no timeline).
     pub timeline_interval: Option<Duration>,
 }
@@ -730,7 +731,11 @@ async fn hold_watch(
 
 /// Keeps the given object counts fresh on the virtual clock, as `serve` refreshes them from the
 /// upstream every minute (they go stale after 3 min).
-async fn keep_object_counts(estimator: WorkEstimator, counts: Vec<(String, u64)>, next: NextWake) {
+async fn keep_object_counts(
+    estimator: WorkEstimator,
+    counts: Vec<(String, ObjectStats)>,
+    next: NextWake,
+) {
     let period = Duration::from_secs(60);
     let mut ticks = tokio::time::interval(period);
     loop {
@@ -740,13 +745,9 @@ async fn keep_object_counts(estimator: WorkEstimator, counts: Vec<(String, u64)>
     }
 }
 
-fn set_object_counts(estimator: &WorkEstimator, counts: &[(String, u64)], now: Instant) {
-    for (key, count) in counts {
-        let stats = ObjectStats {
-            object_count: *count,
-            average_object_size_bytes: 0,
-        };
-        estimator.objects().set(key, stats, now);
+fn set_object_counts(estimator: &WorkEstimator, counts: &[(String, ObjectStats)], now: Instant) {
+    for (key, stats) in counts {
+        estimator.objects().set(key, *stats, now);
     }
 }
 

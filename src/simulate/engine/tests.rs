@@ -325,7 +325,13 @@ fn a_replay_moves_through_quiet_stretches_as_it_would_through_busy_ones() {
     let options = SimOptions {
         server_concurrency_limit: 6,
         timeline_interval: Some(Duration::from_millis(50)),
-        object_counts: vec![("pods".to_string(), 100)],
+        object_counts: vec![(
+            "pods".to_string(),
+            ObjectStats {
+                object_count: 100,
+                average_object_size_bytes: 0,
+            },
+        )],
         ..SimOptions::default()
     };
     // Sparse phases (a request every 3.1 ms, each 1–2 ms: quiet between them) alternate with
