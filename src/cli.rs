@@ -84,7 +84,18 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<ExitCode> {
     disable_transparent_huge_pages();
     let runtime = runtime()?;
     runtime.block_on(async {
-        let app = crate::app::App::start(opts.config(), &config).await?;
+        let app = crate::app::App::start(opts.config(), &config)
+            .await
+            .map_err(|error| {
+                let flag = match &error {
+                    crate::app::StartError::Server(server) => listener_flag(server),
+                    _ => None,
+                };
+                match flag {
+                    Some(flag) => anyhow::Error::new(error).context(flag),
+                    None => anyhow::Error::new(error),
+                }
+            })?;
         server::wait_for_termination().await;
         app.shutdown().await;
         tracing::info!("Stopped");
@@ -131,8 +142,9 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 
 /// `kube-apf-proxy check --config-dir DIR`.
 ///
-/// Valid: exit 0, a one-line summary on standard output, warnings (skipped objects, dangling
-/// FlowSchemas) on standard error. Invalid: exit 1, one line per problem on standard output
+/// Valid: exit 0, a one-line summary on standard output followed by a warning per dangling
+/// FlowSchema (with the level name it may have meant), other warnings (skipped objects) on
+/// standard error. Invalid: exit 1, one line per problem on standard output
 /// (`FILE: KIND/NAME: FIELD.PATH: message`), warnings and a count on standard error.
 /// An unreadable directory or file is an error (exit 2 in `main`).
 pub fn check(config_dir: &Path) -> anyhow::Result<ExitCode> {
@@ -140,14 +152,24 @@ pub fn check(config_dir: &Path) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match crate::config::load_dir(config_dir) {
         Ok(loaded) => {
-            print_warnings(&loaded.warnings);
+            // The dangling FlowSchemas are the warnings' last ones: they are valid (as in the
+            // apiserver) but likely a typo, so they are said beside the OK, on standard output.
             let config = &loaded.config;
+            let at = loaded
+                .warnings
+                .len()
+                .saturating_sub(config.dangling().len());
+            let (others, dangling) = loaded.warnings.split_at(at);
+            print_warnings(others);
             writeln!(
                 out,
                 "OK: {}: {}",
                 config_dir.display(),
                 crate::config::summary(config)
             )?;
+            for warning in dangling {
+                writeln!(out, "warning: {warning}")?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(crate::config::ConfigError::Invalid { problems, warnings }) => {
@@ -197,6 +219,37 @@ pub fn webhook(opts: WebhookOptions) -> anyhow::Result<ExitCode> {
             problems.iter().for_each(|p| eprintln!("{p}"));
             Ok(ExitCode::from(1))
         }
+        Err(crate::admission::WebhookError::Server(error)) => match listener_flag(&error) {
+            Some(flag) => Err(anyhow::Error::new(error).context(flag)),
+            None => Err(error.into()),
+        },
         Err(e) => Err(e.into()),
     }
+}
+
+/// The flag that set the address a listener could not bind, with its value: `--admin-address`
+/// for the admin listener; for the secure one (the webhook's too) `--secure-port` when the port
+/// is taken or refused, `--bind-address` when the address is not the machine's, both otherwise.
+fn listener_flag(error: &server::ServerError) -> Option<String> {
+    use std::io::ErrorKind;
+    let server::ServerError::Bind {
+        listener,
+        addr,
+        source,
+    } = error
+    else {
+        return None;
+    };
+    Some(match (listener, source.kind()) {
+        (server::Listener::Admin, _) => format!("--admin-address {addr}"),
+        (server::Listener::Secure, ErrorKind::AddrInUse | ErrorKind::PermissionDenied) => {
+            format!("--secure-port {}", addr.port())
+        }
+        (server::Listener::Secure, ErrorKind::AddrNotAvailable) => {
+            format!("--bind-address {}", addr.ip())
+        }
+        (server::Listener::Secure, _) => {
+            format!("--bind-address {} --secure-port {}", addr.ip(), addr.port())
+        }
+    })
 }

@@ -103,7 +103,9 @@ impl ConfigError {
 pub struct Loaded {
     /// The resolved configuration.
     pub config: Config,
-    /// Skipped objects (other kinds or versions) and dangling FlowSchemas.
+    /// Skipped objects (other kinds or versions), then the dangling FlowSchemas (last, one
+    /// warning each, in [`Config::dangling`]'s order; a level name within a typo of an existing
+    /// one is suggested).
     pub warnings: Vec<Problem>,
     /// Where each object was read from and in which API version, in reading order.
     pub sources: Vec<ObjectSource>,

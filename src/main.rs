@@ -15,6 +15,30 @@ use kube_apf_proxy::cli;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use kube_apf_proxy::cli::ServeOptions;
 
+/// What the top-level help says in place of the `serve` flags it leaves out.
+macro_rules! serve_hint {
+    () => {
+        "Without a command, kube-apf-proxy serves: `kube-apf-proxy --upstream URL` is \
+`kube-apf-proxy serve --upstream URL`.\nThe serve flags: `kube-apf-proxy serve --help`. \
+classify, lint, simulate, check and config need no cluster."
+    };
+}
+
+/// The one table of exit codes, the same for every command: the end of each command's help
+/// (and of the top level's), and the README's.
+macro_rules! exit_codes {
+    () => {
+        "Exit codes (the same for every command):
+  0  done (lint: nothing found; serve, webhook: stopped by SIGTERM or Ctrl-C)
+  1  an input was read and is wrong: an invalid configuration (one line per problem), lint
+     errors, a request classify cannot read, a trace simulate cannot replay (a malformed line
+     with --strict, no usable line, --from past its end), a wrong workload file
+  2  something could not be read or started: a missing file or directory, a wrong flag, a
+     port in use
+  3  lint only: warnings and no errors"
+    };
+}
+
 /// Kubernetes API Priority and Fairness, enforced by a reverse proxy in front of kube-apiserver.
 ///
 /// Without a subcommand it serves, taking the `serve` flags directly.
@@ -25,8 +49,8 @@ use kube_apf_proxy::cli::ServeOptions;
     about,
     args_conflicts_with_subcommands = true,
     override_usage = "kube-apf-proxy [serve] [SERVE FLAGS]\n       kube-apf-proxy <COMMAND> [FLAGS]",
-    after_help = SERVE_HINT,
-    after_long_help = SERVE_HINT
+    after_help = concat!(serve_hint!(), "\n\n", exit_codes!()),
+    after_long_help = concat!(serve_hint!(), "\n\n", exit_codes!())
 )]
 struct Cli {
     #[command(subcommand)]
@@ -34,12 +58,6 @@ struct Cli {
     #[command(flatten)]
     serve: ServeOptions,
 }
-
-/// What the top-level help says in place of the `serve` flags it leaves out.
-const SERVE_HINT: &str =
-    "Without a command, kube-apf-proxy serves: `kube-apf-proxy --upstream URL` is \
-`kube-apf-proxy serve --upstream URL`.\nThe serve flags: `kube-apf-proxy serve --help`. \
-classify, lint, simulate, check and config need no cluster.";
 
 /// The command line, with the `serve` flags that the top level also takes left out of its help
 /// (they are `serve --help`'s; listing them there buried the commands under 200 lines).
@@ -64,9 +82,11 @@ fn parse() -> Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the proxy (the default command).
+    #[command(after_help = exit_codes!())]
     Serve(Box<ServeOptions>),
     /// Load and validate a configuration directory: exit 0 when valid, 1 with one line per
     /// problem, 2 when the directory or a file in it cannot be read.
+    #[command(after_help = exit_codes!())]
     Check {
         /// The configuration directory (.yaml, .yml, .json files).
         #[arg(long)]
@@ -74,6 +94,7 @@ enum Command {
     },
     /// Print how requests are classified (FlowSchema, priority level, flow), as JSON; no cluster
     /// needed.
+    #[command(after_help = exit_codes!())]
     Classify(ClassifyArgs),
     /// Report configuration errors (as `check`), then configurations that load but do harm.
     /// Exit 0 clean, 1 errors, 2 when the configuration cannot be read, 3 warnings only.
@@ -81,6 +102,7 @@ enum Command {
     /// The findings: shadowed FlowSchemas, precedence ties, broad subjects on privileged levels,
     /// unused or missing levels, tiny or undrainable levels, weak shuffle sharding,
     /// contradictory lending/borrowing and removed API versions.
+    #[command(after_help = exit_codes!())]
     Lint(LintArgs),
     /// The validating admission webhook for FlowSchemas, PriorityLevelConfigurations and the
     /// proxy's ConfigMap (without --tls-cert-file it generates a self-signed certificate).
@@ -88,6 +110,7 @@ enum Command {
     /// `POST /validate` takes an admission.k8s.io/v1 AdmissionReview of a FlowSchema, a PriorityLevelConfiguration or the proxy's configuration
     /// ConfigMap; errors deny (422 Invalid), lint findings warn. Also `/healthz`, `/readyz`,
     /// `/metrics`.
+    #[command(after_help = exit_codes!())]
     Webhook(Box<cli::WebhookOptions>),
     /// Replay a recorded workload, or run synthetic clients, through flow control in virtual
     /// time; no cluster needed.
@@ -95,6 +118,7 @@ enum Command {
     /// The workload: Kubernetes audit events, the proxy's JSON access log, or trace lines; or
     /// closed-loop clients (--workload). The report says per priority level, FlowSchema (and
     /// client) what would have been dispatched, queued and rejected.
+    #[command(after_help = exit_codes!())]
     Simulate(Box<SimulateArgs>),
     /// Configuration commands.
     Config {
@@ -109,6 +133,7 @@ enum Command {
 #[derive(Debug, Subcommand)]
 enum ConfigCommand {
     /// Print the effective configuration (defaults applied, mandatory objects added) as YAML.
+    #[command(after_help = exit_codes!())]
     Dump {
         /// The configuration directory; the embedded default configuration without it.
         #[arg(long)]

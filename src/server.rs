@@ -88,6 +88,8 @@ pub enum ServerError {
     /// An address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
+        /// Which listener: the caller names the flag that set its address.
+        listener: Listener,
         /// The address.
         addr: SocketAddr,
         /// The reason.
@@ -195,6 +197,30 @@ pub async fn run_with(config: ServerConfig, parts: ServeParts) -> Result<(), Ser
     Ok(())
 }
 
+/// Which of the proxy's listeners an error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listener {
+    /// The secure (serving) listener; also the webhook's only one.
+    Secure,
+    /// The admin listener (`/metrics`, health, debug dumps).
+    Admin,
+}
+
+impl ServerError {
+    /// The same error, said of `listener` (both listeners bind the same way, so the one that
+    /// failed is known only to the caller that bound it).
+    pub fn of(self, listener: Listener) -> Self {
+        match self {
+            ServerError::Bind { addr, source, .. } => ServerError::Bind {
+                listener,
+                addr,
+                source,
+            },
+            other => other,
+        }
+    }
+}
+
 /// Binds both listeners and starts serving them in the background.
 pub async fn start(config: ServerConfig, parts: ServeParts) -> Result<Running, ServerError> {
     let mut settings = config.tls.clone();
@@ -233,10 +259,14 @@ pub async fn start(config: ServerConfig, parts: ServeParts) -> Result<Running, S
         };
         let cell = admin_tls.as_ref().unwrap_or(&tls).cell.clone();
         let limits = admin_limits(&config.limits);
-        let server = SecureServer::bind(config.admin_address, cell, limits).await?;
+        let server = SecureServer::bind(config.admin_address, cell, limits)
+            .await
+            .map_err(|e| e.of(Listener::Admin))?;
         (AdminListener::Secure(server, Arc::new(routes)), admin_tls)
     } else {
-        let server = AdminServer::bind(config.admin_address, routes).await?;
+        let server = AdminServer::bind(config.admin_address, routes)
+            .await
+            .map_err(|e| e.of(Listener::Admin))?;
         (AdminListener::Plain(server), None)
     };
     let (terminate, termination) = shutdown_channel();

@@ -165,22 +165,19 @@ fn dangling_flow_schemas_are_warned_about_skipped_and_dumped() {
     let (r, dir) = check("dangling");
     assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
     // The schema naming the mandatory `exempt` is in use: the apiserver always has that level.
+    // The warning is beside the OK, on the same screen (standard output).
+    let file = format!("{dir}/all.yaml");
     assert_eq!(
         r.stdout,
         format!(
             "OK: {dir}: 2 priority levels, 3 FlowSchemas in use, 1 more FlowSchema skipped \
-             (dangling)\n"
-        )
-    );
-    let file = format!("{dir}/all.yaml");
-    assert_eq!(
-        r.stderr,
-        format!(
-            "warning: {file}: FlowSchema/points-nowhere: This FlowSchema references the \
+             (dangling)\n\
+             warning: {file}: FlowSchema/points-nowhere: This FlowSchema references the \
              PriorityLevelConfiguration object named \"missing-level\" but there is no such \
              object; it is skipped for matching\n"
         )
     );
+    assert_eq!(r.stderr, "");
     let dump = run(&["config", "dump", "--config-dir", &dir]);
     assert!(dump.stdout.contains(
         "---\n# Dangling: priority level \"missing-level\" does not exist, so this FlowSchema \
@@ -193,9 +190,44 @@ fn dangling_flow_schemas_are_warned_about_skipped_and_dumped() {
     std::fs::write(again.path().join("dump.yaml"), &dump.stdout).expect("write");
     let again = again.path().to_str().expect("utf-8").to_string();
     let r2 = run(&["check", "--config-dir", &again]);
-    assert!(r2
-        .stdout
-        .ends_with("3 FlowSchemas in use, 1 more FlowSchema skipped (dangling)\n"));
+    assert!(
+        r2.stdout.lines().next().is_some_and(
+            |l| l.ends_with("3 FlowSchemas in use, 1 more FlowSchema skipped (dangling)")
+        )
+    );
+}
+
+#[test]
+fn a_misspelt_level_name_is_warned_beside_the_ok_with_the_name_meant() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("team.yaml"),
+        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\n\
+         metadata: {name: team-low}\nspec: {type: Limited, limited: {nominalConcurrencyShares: \
+         10, limitResponse: {type: Reject}}}\n---\n\
+         apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata: {name: team}\n\
+         spec:\n  priorityLevelConfiguration: {name: team-lwo}\n  rules:\n\
+         \x20 - subjects: [{kind: User, user: {name: alice}}]\n\
+         \x20   nonResourceRules: [{verbs: ['*'], nonResourceURLs: ['*']}]\n",
+    )
+    .expect("write");
+    let dir = dir.path().to_str().expect("utf-8").to_string();
+    let r = run(&["check", "--config-dir", &dir]);
+    assert_eq!(
+        r.code,
+        Some(0),
+        "dangling is not invalid: {}{}",
+        r.stdout,
+        r.stderr
+    );
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(lines[0].starts_with("OK: "), "{}", r.stdout);
+    assert!(
+        lines[1].starts_with(&format!("warning: {dir}/team.yaml: FlowSchema/team: "))
+            && lines[1].ends_with("(did you mean \"team-low\"?)"),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]

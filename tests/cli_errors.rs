@@ -184,7 +184,15 @@ fn missing_upstream_files_name_their_flag() {
 
 #[test]
 fn unreadable_inputs_of_the_cluster_free_commands_name_their_flag() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["simulate", "--trace", "examples/burst.jsonl", "--compare-config-dir", "/nope/dir"],
+            "error: --compare-config-dir /nope/dir: cannot read the directory: No such file or directory (os error 2)",
+        ),
+        (
+            &["simulate", "--trace", "examples/burst.jsonl", "--config-dir", "/nope/dir"],
+            "error: --config-dir /nope/dir: cannot read the directory: No such file or directory (os error 2)",
+        ),
         (
             &["simulate", "--trace", "/nope/audit.log"],
             "error: --trace /nope/audit.log: cannot read: No such file or directory (os error 2)",
@@ -203,7 +211,16 @@ fn unreadable_inputs_of_the_cluster_free_commands_name_their_flag() {
         ),
     ];
     for (args, want) in cases {
-        let r = run(args);
+        let out = Command::new(env!("CARGO_BIN_EXE_kube-apf-proxy"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("the binary runs");
+        let r = Run {
+            code: out.status.code(),
+            stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+        };
         assert_eq!(r.code, Some(2), "{args:?}");
         assert_eq!(r.stderr, format!("{want}\n"), "{args:?}");
     }
@@ -287,4 +304,131 @@ fn a_closed_standard_error_leaves_the_proxy_serving() {
     let _ = proxy.wait();
     assert!(alive, "the proxy is still running");
     assert_eq!(answered, "200", "a request through the secure port");
+}
+
+/// A port already taken is said with the flag that chose it: `--secure-port` (serve's and the
+/// webhook's), `--admin-address`.
+#[test]
+fn a_port_in_use_names_its_flag() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr");
+    let port = addr.port().to_string();
+    let cases: [(Vec<String>, String); 3] = [
+        (
+            vec![
+                "serve".into(),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={port}"),
+                "--admin-address=127.0.0.1:0".into(),
+                "--upstream=http://127.0.0.1:1".into(),
+            ],
+            format!("error: --secure-port {port}: cannot listen on {addr}: "),
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--bind-address=127.0.0.1".into(),
+                "--secure-port=0".into(),
+                format!("--admin-address={addr}"),
+                "--upstream=http://127.0.0.1:1".into(),
+            ],
+            format!("error: --admin-address {addr}: cannot listen on {addr}: "),
+        ),
+        (
+            vec![
+                "webhook".into(),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={port}"),
+            ],
+            format!("error: --secure-port {port}: cannot listen on {addr}: "),
+        ),
+    ];
+    for (args, want) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = run(&args);
+        assert_eq!(r.code, Some(2), "{args:?}");
+        let line = error_line(&r);
+        assert!(line.starts_with(&want), "{args:?}: {line}");
+    }
+    drop(taken);
+}
+
+/// One table of exit codes for every command: the same invalid directory is 1 everywhere (its
+/// problems printed), the same missing one 2 everywhere, and each command's help shows the table.
+#[test]
+fn every_command_exits_by_the_same_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\n\
+         metadata: {name: bad}\nspec: {type: Limited, limited: {nominalConcurrencyShares: -1, \
+         limitResponse: {type: Reject}}}\n",
+    )
+    .expect("write");
+    let invalid = dir.path().display().to_string();
+    let commands: [&[&str]; 7] = [
+        &["check"],
+        &["config", "dump"],
+        &["lint"],
+        &["classify", "--method", "GET", "--url", "/api"],
+        &["classify", "--method", "GET", "--url", "/api", "--explain"],
+        &["simulate", "--trace", "examples/burst.jsonl"],
+        &[
+            "simulate",
+            "--trace",
+            "examples/burst.jsonl",
+            "--compare-config-dir",
+        ],
+    ];
+    let root = env!("CARGO_MANIFEST_DIR");
+    for (path, code) in [(invalid.as_str(), 1), ("/nope/dir", 2)] {
+        for command in commands {
+            let mut args = command.to_vec();
+            if args.last() != Some(&"--compare-config-dir") {
+                args.push("--config-dir");
+            }
+            args.push(path);
+            let out = Command::new(env!("CARGO_BIN_EXE_kube-apf-proxy"))
+                .args(&args)
+                .current_dir(root)
+                .env_remove("RUST_LOG")
+                .output()
+                .expect("the binary runs");
+            let all = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(out.status.code(), Some(code), "{args:?}: {all}");
+            if code == 1 {
+                assert!(
+                    all.contains("nominalConcurrencyShares: Invalid value: -1"),
+                    "{args:?}: the problem itself: {all}"
+                );
+            }
+        }
+    }
+    for command in [
+        &[][..],
+        &["serve"],
+        &["check"],
+        &["config", "dump"],
+        &["lint"],
+        &["classify"],
+        &["webhook"],
+        &["simulate"],
+    ] {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let out = Command::new(env!("CARGO_BIN_EXE_kube-apf-proxy"))
+            .args(&args)
+            .output()
+            .expect("the binary runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("Exit codes (the same for every command):")
+                && text.contains("2  something could not be read or started"),
+            "{args:?}: {text}"
+        );
+    }
 }

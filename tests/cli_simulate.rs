@@ -343,6 +343,50 @@ fn a_trace_with_no_usable_line_is_an_error_that_says_what_was_expected() {
     }
 }
 
+/// A README (prose, not JSON) as a trace: each line's problem said briefly, the formats
+/// expected once, after the summary.
+#[test]
+fn prose_as_a_trace_says_the_formats_once_after_the_summary() {
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let (code, out, err) = run(
+        &["simulate", "--trace", readme.to_str().expect("utf-8")],
+        None,
+    );
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert_eq!(err.matches("expected audit.k8s.io").count(), 1, "{err}");
+    let last = err.lines().last().expect("a line");
+    assert!(
+        last.contains("no line could be replayed") && last.contains("expected audit.k8s.io"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_workload_given_as_a_trace_says_use_workload() {
+    let (_dir, path) = temp_trace(WORKLOAD);
+    let (code, _, err) = run(&["simulate", "--trace", &path], None);
+    assert_eq!(code, Some(1), "{err}");
+    let last = err.lines().last().expect("a line");
+    assert!(
+        last.contains("this looks like a workload; use `--workload"),
+        "{err}"
+    );
+}
+
+#[test]
+fn from_past_the_end_is_an_error_naming_the_span() {
+    let (code, out, err) = run(&["simulate", "--trace", &audit_log(), "--from", "1h"], None);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert_eq!(out, "", "no table of zeros");
+    assert!(
+        err.contains("--from 1h0m0s is past the end of the trace: its ")
+            && err.contains("requests arrived within"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["simulate", "--trace", &audit_log(), "--from", "0s"], None);
+    assert_eq!(code, Some(0), "{err}");
+}
+
 /// Two closed-loop clients: a heavy one and a light one, as a capacity-planning question.
 const WORKLOAD: &str = "duration: 30s
 clients:
@@ -442,7 +486,7 @@ fn a_workload_file_with_mistakes_is_refused_with_its_field_paths() {
     .expect("write");
     let workload = workload.display().to_string();
     let (code, out, err) = run(&["simulate", "--workload", &workload], None);
-    assert_eq!(code, Some(2), "{out}");
+    assert_eq!(code, Some(1), "{out}");
     assert!(
         err.contains(&format!("{workload}: clients[0].execution:")),
         "{err}"
@@ -482,4 +526,85 @@ fn a_workload_comparison_report_reads_in_seconds_and_renders() {
     assert!(html.contains("<td>heavy</td>"));
     assert!(html.contains("stroke-dasharray"), "the candidate is dashed");
     render(&report, &html, dir.path());
+}
+
+/// Every `simulate` example of the README and the docs, with `--report`: the page renders in a
+/// headless browser (when one is installed), and every level that saw requests has a seats chart
+/// whose drawn peak is the table's "peak in use" (read from the points the page keeps beside its
+/// charts), so that no chart is empty where its table says seats were held.
+#[test]
+fn every_documented_example_report_draws_the_peaks_its_tables_state() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut documents = vec![root.join("README.md")];
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .expect("docs/")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.sort();
+    documents.extend(pages);
+    let commands: Vec<String> = documents
+        .iter()
+        .flat_map(|doc| {
+            std::fs::read_to_string(doc)
+                .expect("a document")
+                .lines()
+                .filter_map(|l| l.strip_prefix("$ kube-apf-proxy simulate "))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(commands.len() >= 2, "{commands:?}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (i, command) in commands.iter().enumerate() {
+        let report = dir.path().join(format!("example-{i}.html"));
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "\"$BIN\" simulate {command} --report {}",
+                report.display()
+            ))
+            .env("BIN", env!("CARGO_BIN_EXE_kube-apf-proxy"))
+            .current_dir(root)
+            .output()
+            .expect("sh runs");
+        assert!(
+            out.status.success(),
+            "{command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let html = std::fs::read_to_string(&report).expect("the report");
+        let start = html
+            .find("<script type=\"application/json\" id=\"plotted-seats\">")
+            .expect("the plotted points");
+        let json = &html[start..];
+        let json = &json[json.find('>').expect(">") + 1..json.find("</script>").expect("end")];
+        let plotted: serde_json::Value = serde_json::from_str(json).expect("JSON");
+        let plotted = plotted.as_array().expect("a list");
+        assert!(!plotted.is_empty(), "{command}: charts drawn");
+        for level in plotted {
+            let peak = level["peakInUse"].as_f64().expect("peak");
+            let points: Vec<f64> = level["mostInUse"]
+                .as_array()
+                .expect("points")
+                .iter()
+                .map(|p| p[1].as_f64().expect("a value"))
+                .collect();
+            let drawn = points.iter().copied().fold(0.0, f64::max);
+            assert_eq!(
+                drawn, peak,
+                "{command}: {} ({}): the chart's peak is the table's",
+                level["level"], level["run"]
+            );
+            if peak > 0.0 {
+                assert!(
+                    points.iter().filter(|v| **v > 0.0).count() >= 1 && points.len() > 1,
+                    "{command}: {}: a visible series",
+                    level["level"]
+                );
+            }
+        }
+        render(&report, &html, dir.path());
+    }
 }

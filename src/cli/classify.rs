@@ -48,7 +48,7 @@ pub struct Summary {
 pub fn run(config_dir: Option<&Path>, source: ClassifySource) -> anyhow::Result<ExitCode> {
     let config = match super::load_config(config_dir) {
         Ok(config) => config,
-        Err(super::LoadFailure::Invalid) => return Ok(ExitCode::from(2)),
+        Err(super::LoadFailure::Invalid) => return Ok(ExitCode::from(1)),
         Err(super::LoadFailure::Io(e)) => return Err(e.into()),
     };
     let classifier = Classifier(Offline::new(&config, DEFAULT_SERVER_CONCURRENCY_LIMIT)?);

@@ -9,7 +9,8 @@ use super::lint::Output;
 use crate::classify::ClassifyInput;
 use crate::lint::request::{Offline, DEFAULT_SERVER_CONCURRENCY_LIMIT};
 
-/// Runs the command: exit 0, or 1 when the request does not parse.
+/// Runs the command: exit 0, or 1 when the request does not parse or the configuration is
+/// invalid.
 pub fn run(
     config_dir: Option<&Path>,
     input: &ClassifyInput,
@@ -17,7 +18,7 @@ pub fn run(
 ) -> anyhow::Result<ExitCode> {
     let config = match super::load_config(config_dir) {
         Ok(config) => config,
-        Err(super::LoadFailure::Invalid) => return Ok(ExitCode::from(2)),
+        Err(super::LoadFailure::Invalid) => return Ok(ExitCode::from(1)),
         Err(super::LoadFailure::Io(e)) => return Err(e.into()),
     };
     let mut out = std::io::stdout().lock();

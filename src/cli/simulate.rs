@@ -3,8 +3,8 @@
 //! and optionally a self-contained HTML page with charts.
 //!
 //! Exit 0 when the replay ran (malformed trace lines are reported on standard error and skipped),
-//! 1 when `--strict` met a malformed line or no line of the trace could be replayed, 2 when a
-//! file or configuration cannot be read.
+//! 1 when a configuration or the workload file is invalid, `--strict` met a malformed line or no
+//! line of the trace could be replayed, 2 when a file or directory cannot be read.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
@@ -18,7 +18,9 @@ use crate::config::Config;
 use crate::fairqueue::work_estimate::ObjectStats;
 use crate::simulate::report::html::{ReportSource, TIMELINE_INTERVAL};
 use crate::simulate::report::{self, Format, SimReport};
-use crate::simulate::trace::{TraceInput, TraceLineError, TraceOptions, TraceReader, Window};
+use crate::simulate::trace::{
+    TraceInput, TraceLineError, TraceOptions, TraceReader, Window, EXPECTED_FORMATS,
+};
 use crate::simulate::workload::parse_workload;
 use crate::simulate::{replay_trace, simulate_workload, ReplayError, SimOptions};
 
@@ -63,12 +65,18 @@ pub enum SimInput {
 
 /// Runs the command.
 pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
-    let baseline = load(args.config_dir.as_deref())?;
+    let baseline = load(args.config_dir.as_deref(), "--config-dir")?;
     let candidate = args
         .compare_config_dir
         .as_deref()
-        .map(|dir| load(Some(dir)))
+        .map(|dir| load(Some(dir), "--compare-config-dir"))
         .transpose()?;
+    // Both directories' problems are printed before giving up.
+    let (Some(baseline), Some(candidate)) =
+        (baseline, candidate.map_or(Some(None), |c| c.map(Some)))
+    else {
+        return Ok(ExitCode::from(1));
+    };
     let mut configs = vec![&baseline];
     configs.extend(candidate.as_ref());
     let mut options = args.options.clone();
@@ -97,10 +105,11 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         until: args.until,
     };
     let mut reported = 0;
+    // Each line's problem without the formats expected: those are said once, at the end.
     let on_skip = |error: &TraceLineError| {
         reported += 1;
         if reported <= REPORTED_LINE_ERRORS || args.strict {
-            eprintln!("simulate: {error}");
+            eprintln!("simulate: line {}: {}", error.line, error.problem.brief());
         }
     };
     let input = TraceInput::new(reader, window, on_skip);
@@ -113,14 +122,38 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     if run.nothing_replayed() {
         // Zeros would read as "flow control had nothing to do"; the truth is that nothing
         // in the trace could be replayed (with --strict, the line that stopped it was said).
-        if !run.stopped {
+        if looks_like_a_workload(trace) {
+            eprintln!(
+                "simulate: {trace}: no line could be replayed: this looks like a workload; use \
+                 `--workload {trace}`"
+            );
+        } else if !run.stopped {
             eprintln!("simulate: {}", run.why_nothing(trace));
+        } else if run
+            .skipped
+            .kinds
+            .iter()
+            .any(|k| wants_the_formats(&k.example))
+        {
+            eprintln!("simulate: {EXPECTED_FORMATS}");
         }
+        return Ok(ExitCode::from(1));
+    }
+    if let Some(past) = run.from_past_the_end(&window) {
+        eprintln!("simulate: {past}");
         return Ok(ExitCode::from(1));
     }
     let skipped = run.skipped.lines;
     if skipped > REPORTED_LINE_ERRORS {
         eprintln!("simulate: {skipped} malformed lines skipped in all");
+    }
+    if run
+        .skipped
+        .kinds
+        .iter()
+        .any(|k| wants_the_formats(&k.example))
+    {
+        eprintln!("simulate: {EXPECTED_FORMATS}");
     }
     if let Some(note) = run.old_form_note() {
         eprintln!("simulate: {note}");
@@ -128,6 +161,22 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     write_all(args, &replayed.reports, ReportSource::Trace(trace))?;
     // Exit 1 when --strict stopped the replay at a malformed line.
     Ok(ExitCode::from(u8::from(run.stopped)))
+}
+
+/// Whether a line's problem is that it is none of the formats (so the formats expected are
+/// worth saying, once).
+fn wants_the_formats(error: &TraceLineError) -> bool {
+    error.problem.to_string() != error.problem.brief()
+}
+
+/// Whether the file `trace` names reads as a workload file (`--workload`'s YAML), given to
+/// `--trace` by mistake. Only small files are read again.
+fn looks_like_a_workload(trace: &str) -> bool {
+    const MOST: u64 = 1 << 20;
+    let small = std::fs::metadata(trace).is_ok_and(|m| m.is_file() && m.len() <= MOST);
+    small
+        && std::fs::read_to_string(trace)
+            .is_ok_and(|text| text.contains("clients") && parse_workload(&text).is_ok())
 }
 
 /// Runs a workload file's clients through each configuration.
@@ -139,14 +188,16 @@ fn run_workload(
 ) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--workload {}: cannot read", path.display()))?;
-    let workload = parse_workload(&text).map_err(|e| {
-        let lines: Vec<String> = e
-            .problems
-            .iter()
-            .map(|p| format!("{}: {p}", path.display()))
-            .collect();
-        anyhow::anyhow!("{}", lines.join("\n"))
-    })?;
+    let workload = match parse_workload(&text) {
+        Ok(workload) => workload,
+        Err(e) => {
+            // Read, and wrong: each problem, exit 1 (as an invalid configuration).
+            for problem in &e.problems {
+                eprintln!("{}: {problem}", path.display());
+            }
+            return Ok(ExitCode::from(1));
+        }
+    };
     let reports = simulate_workload(&workload, configs, options)?;
     let name = path.display().to_string();
     write_all(args, &reports, ReportSource::Workload(&name)).map(|()| ExitCode::SUCCESS)
@@ -174,14 +225,29 @@ fn write_all(
     Ok(())
 }
 
-fn load(dir: Option<&Path>) -> anyhow::Result<Config> {
-    let loaded = crate::config::load(dir);
-    let name = dir.map_or("the embedded configuration".to_string(), |d| {
-        d.display().to_string()
-    });
-    loaded
-        .map(|l| l.config)
-        .map_err(|e| anyhow::anyhow!("{name}: {e}"))
+/// The configuration `flag` names (the embedded default without a directory). Warnings are
+/// printed on standard error as `check` prints them; an invalid configuration prints each
+/// problem, then `FLAG DIR: N problem(s)`, and is `None` (exit 1). An unreadable directory or
+/// file is an error naming `flag` once.
+fn load(dir: Option<&Path>, flag: &str) -> anyhow::Result<Option<Config>> {
+    use crate::config::ConfigError;
+    let shown = dir.map_or_else(|| "(embedded)".to_owned(), |d| d.display().to_string());
+    match crate::config::load(dir) {
+        Ok(loaded) => {
+            super::print_warnings(&loaded.warnings);
+            Ok(Some(loaded.config))
+        }
+        Err(ConfigError::Invalid { problems, warnings }) => {
+            super::print_warnings(&warnings);
+            problems.iter().for_each(|p| eprintln!("{p}"));
+            eprintln!("{flag} {shown}: {} problem(s)", problems.len());
+            Ok(None)
+        }
+        Err(ConfigError::ReadDir { source, .. }) => Err(anyhow::anyhow!(
+            "{flag} {shown}: cannot read the directory: {source}"
+        )),
+        Err(e) => Err(anyhow::anyhow!("{flag} {shown}: {e}")),
+    }
 }
 
 /// One resource's entry of `--object-counts`: a count, or a count with the average object size.

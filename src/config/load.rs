@@ -325,12 +325,24 @@ fn resolve(
         return Err(ConfigError::Invalid { problems, warnings });
     }
     let config = Config::resolve(flow_schemas, levels);
+    // Last, one each (`check` prints them beside its OK line).
+    let names: Vec<&str> = config
+        .priority_levels()
+        .map(|pl| pl.name.as_str())
+        .collect();
     for (fs, level) in config.dangling() {
         let (file, label) = files
             .get(&fs.name)
             .cloned()
             .unwrap_or_else(|| (String::new(), format!("FlowSchema/{}", fs.name)));
-        warnings.push(Problem::new(&file, &label, dangling_message(level)));
+        let mut message = dangling_message(level);
+        if let Some(near) = super::raw::did_you_mean(level, &names) {
+            message.push_str(&format!(
+                " (did you mean {}?)",
+                super::field::go_quote(near)
+            ));
+        }
+        warnings.push(Problem::new(&file, &label, message));
     }
     Ok(Loaded {
         config,

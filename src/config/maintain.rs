@@ -14,7 +14,7 @@
 //!
 //! Where we differ: a directory does not imply the suggested objects when it lacks them (only
 //! the mandatory ones): the directory is the whole configuration the proxy runs, and an operator
-//! who leaves a suggested object out means it. The README says so. The ensurer's removal of
+//! who leaves a suggested object out means it. docs/configuration.md says so. The ensurer's removal of
 //! objects it no longer suggests is not mirrored (the embedded bootstrap is the current one).
 
 use std::sync::OnceLock;

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 pub(in crate::config) use decode::decode_object;
+pub(in crate::config) use decode::did_you_mean;
 
 /// The API group of FlowSchema and PriorityLevelConfiguration.
 pub const GROUP: &str = "flowcontrol.apiserver.k8s.io";

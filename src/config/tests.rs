@@ -420,7 +420,7 @@ fn a_flow_schema_naming_a_mandatory_level_is_never_dangling() {
         ("exempt", false),
         ("catch-all", false),
         ("pl", false),
-        // Suggested levels are not implied by a directory: see the README.
+        // Suggested levels are not implied by a directory: see docs/configuration.md.
         ("workload-low", true),
         ("nowhere", true),
     ];

@@ -228,10 +228,16 @@ impl std::fmt::Debug for SecureServer {
 pub(crate) async fn bind_tcp(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), ServerError> {
     let listener = TcpListener::bind(addr)
         .await
-        .map_err(|source| ServerError::Bind { addr, source })?;
-    let local_addr = listener
-        .local_addr()
-        .map_err(|source| ServerError::Bind { addr, source })?;
+        .map_err(|source| ServerError::Bind {
+            listener: super::Listener::Secure,
+            addr,
+            source,
+        })?;
+    let local_addr = listener.local_addr().map_err(|source| ServerError::Bind {
+        listener: super::Listener::Secure,
+        addr,
+        source,
+    })?;
     Ok((listener, local_addr))
 }
 

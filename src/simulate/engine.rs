@@ -511,9 +511,13 @@ fn record(
     match admitted {
         Ok(seat) => {
             let in_use = queues.seats_in_use();
-            recorder
-                .lock()
-                .dispatched(priority_level, flow_schema, seat.waited(), in_use);
+            recorder.lock().dispatched(
+                priority_level,
+                flow_schema,
+                distinguisher,
+                seat.waited(),
+                in_use,
+            );
             Some(seat)
         }
         Err(rejection) => {
@@ -763,7 +767,13 @@ async fn adjust_borrowing(flow_control: Arc<FlowControl>, next: NextWake) {
     }
 }
 
-/// Samples every level for the timeline.
+/// The most samples a level's timeline holds before it is halved (twice the report's
+/// [`MAX_POINTS`](crate::simulate::report::html::MAX_POINTS), so that every drawn point is
+/// the peak of one to two samples).
+pub const TIMELINE_SAMPLES: usize = 4_096;
+
+/// Samples every level for the timeline: every `every` at first, coarser for a long trace
+/// (see [`TIMELINE_SAMPLES`]).
 async fn sample(
     flow_control: Arc<FlowControl>,
     recorder: Arc<Mutex<Recorder>>,
@@ -771,9 +781,11 @@ async fn sample(
     origin: Instant,
     next: NextWake,
 ) {
+    let mut every = every;
     let mut ticks = tokio::time::interval(every);
     let start = ticks.tick().await;
     next.set(start + every);
+    let mut taken = 0;
     loop {
         let now = ticks.tick().await;
         let t = now.saturating_duration_since(origin).as_secs_f64();
@@ -790,6 +802,15 @@ async fn sample(
                 ..Sample::default()
             };
             recorder.sample(&level.priority_level.name, sample);
+        }
+        // A short trace is sampled finely; a long one halves its samples and goes on at twice
+        // the interval whenever they reach the bound, so memory stays bounded.
+        taken += 1;
+        if taken >= TIMELINE_SAMPLES {
+            recorder.halve_timelines();
+            taken = taken.div_ceil(2);
+            every *= 2;
+            ticks = tokio::time::interval_at(now + every, every);
         }
         next.set(now + every);
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 use super::report::{
-    ClientReport, FlowRejections, LevelReport, Rejected, Sample, SchemaReport, SimReport,
+    ClientReport, FlowRejections, FlowWait, LevelReport, Rejected, Sample, SchemaReport, SimReport,
     WaitSeconds,
 };
 use crate::classify::WordBuildHasher;
@@ -135,8 +135,12 @@ struct LevelRecord {
     waits: Histogram<u64>,
     max_seats_in_use: u64,
     flows: HashMap<(Arc<str>, String), u64>,
+    /// The longest queue wait of each flow that waited.
+    flow_waits: HashMap<(Arc<str>, String), Duration>,
     interval_waits: Histogram<u64>,
     interval_rejected: u64,
+    /// Most seats held at once since the last sample.
+    interval_max_seats: u64,
     timeline: Vec<Sample>,
 }
 
@@ -148,6 +152,7 @@ impl LevelRecord {
         let _ = self.waits.record(w);
         if !without_timeline {
             let _ = self.interval_waits.record(w);
+            self.interval_max_seats = self.interval_max_seats.max(seats_in_use);
         }
         self.max_seats_in_use = self.max_seats_in_use.max(seats_in_use);
     }
@@ -259,8 +264,10 @@ impl Recorder {
                 waits: histogram(),
                 max_seats_in_use: 0,
                 flows: HashMap::new(),
+                flow_waits: HashMap::new(),
                 interval_waits: histogram(),
                 interval_rejected: 0,
+                interval_max_seats: 0,
                 timeline: Vec::new(),
             });
             records.len() - 1
@@ -371,13 +378,21 @@ impl Recorder {
     pub fn dispatched(
         &mut self,
         priority_level: &str,
-        flow_schema: &str,
+        flow_schema: &Arc<str>,
+        flow_distinguisher: &str,
         waited: Duration,
         seats_in_use: u64,
     ) {
         let without_timeline = self.without_timeline;
         if let Some(l) = self.level_mut(priority_level) {
             l.dispatch(waited, seats_in_use, without_timeline);
+            if !waited.is_zero() {
+                let longest = l
+                    .flow_waits
+                    .entry((Arc::clone(flow_schema), flow_distinguisher.to_string()))
+                    .or_default();
+                *longest = (*longest).max(waited);
+            }
         }
         if let Some(s) = self.schema_mut(flow_schema) {
             s.dispatched += 1;
@@ -409,15 +424,46 @@ impl Recorder {
         let Some(l) = self.level_mut(priority_level) else {
             return;
         };
-        let interval = percentiles(&l.interval_waits);
         sample.dispatched = l.interval_waits.len();
         sample.rejected = l.interval_rejected;
-        sample.wait_p50 = interval.p50;
-        sample.wait_p99 = interval.p99;
-        l.max_seats_in_use = l.max_seats_in_use.max(sample.seats_in_use);
-        l.interval_waits.reset();
+        // Most intervals of a fine timeline dispatch nothing: no percentiles to read.
+        if sample.dispatched > 0 {
+            let interval = percentiles(&l.interval_waits);
+            sample.wait_p50 = interval.p50;
+            sample.wait_p99 = interval.p99;
+            l.interval_waits.reset();
+        }
+        sample.max_seats_in_use = l.interval_max_seats.max(sample.seats_in_use);
+        l.max_seats_in_use = l.max_seats_in_use.max(sample.max_seats_in_use);
         l.interval_rejected = 0;
+        // The next interval starts with the seats held now.
+        l.interval_max_seats = sample.seats_in_use;
         l.timeline.push(sample);
+    }
+
+    /// Halves every level's timeline: each pair of samples becomes one, at the later one's
+    /// time, for a sampler that goes on at twice its interval. Counts add up, peaks and waits
+    /// keep the larger (a merged p50 or p99 is the larger of the two, not recomputed), and
+    /// what a sample reads at its instant is the later one's.
+    pub fn halve_timelines(&mut self) {
+        for l in &mut self.level_records {
+            let merged: Vec<Sample> = l
+                .timeline
+                .chunks(2)
+                .map(|pair| match pair {
+                    [a, b] => Sample {
+                        max_seats_in_use: a.max_seats_in_use.max(b.max_seats_in_use),
+                        dispatched: a.dispatched + b.dispatched,
+                        rejected: a.rejected + b.rejected,
+                        wait_p50: a.wait_p50.max(b.wait_p50),
+                        wait_p99: a.wait_p99.max(b.wait_p99),
+                        ..*b
+                    },
+                    _ => pair[0],
+                })
+                .collect();
+            l.timeline = merged;
+        }
     }
 
     /// The report; `duration` is the trace time replayed.
@@ -439,6 +485,8 @@ impl Recorder {
             .map(|(name, l)| {
                 let mut flows: Vec<_> = l.flows.iter().collect();
                 flows.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+                let mut waits: Vec<_> = l.flow_waits.iter().collect();
+                waits.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
                 LevelReport {
                     name: name.clone(),
                     exempt: l.exempt,
@@ -455,6 +503,15 @@ impl Recorder {
                             flow_schema: fs.to_string(),
                             flow_distinguisher: d.clone(),
                             rejected: *n,
+                        })
+                        .collect(),
+                    longest_waits: waits
+                        .into_iter()
+                        .take(TOP_FLOWS)
+                        .map(|((fs, d), waited)| FlowWait {
+                            flow_schema: fs.to_string(),
+                            flow_distinguisher: d.clone(),
+                            wait_seconds: waited.as_secs_f64(),
                         })
                         .collect(),
                     timeline: l.timeline.clone(),

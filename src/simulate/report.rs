@@ -86,6 +86,18 @@ pub struct FlowRejections {
     pub rejected: u64,
 }
 
+/// A flow (FlowSchema and distinguisher) and the longest queue wait of its requests.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FlowWait {
+    /// The FlowSchema.
+    pub flow_schema: String,
+    /// The flow distinguisher (`""` when the level has one queue or the schema no method).
+    pub flow_distinguisher: String,
+    /// Its longest queue wait, in seconds.
+    pub wait_seconds: f64,
+}
+
 /// One sample of a priority level over time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -94,6 +106,9 @@ pub struct Sample {
     pub t: f64,
     /// Seats held at the sample.
     pub seats_in_use: u64,
+    /// Most seats held at once since the previous sample (its interval's peak, which the
+    /// sample's own instant may miss).
+    pub max_seats_in_use: u64,
     /// The concurrency limit in force (nominal ± borrowing).
     pub concurrency_limit: u32,
     /// The nominal concurrency limit.
@@ -132,6 +147,9 @@ pub struct LevelReport {
     pub max_seats_in_use: u64,
     /// The flows rejected most, most first.
     pub top_flows: Vec<FlowRejections>,
+    /// The flows that waited longest in a queue, longest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub longest_waits: Vec<FlowWait>,
     /// The level over time (only when a timeline was asked for).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<Sample>,

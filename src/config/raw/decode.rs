@@ -102,7 +102,7 @@ fn hint(key: &str, known: &[&str]) -> String {
 
 /// The known field `key` is close to, when exactly one is: the same but for case, or within an
 /// edit distance of 2 (1 for names of up to 4 letters). None when none or several are close.
-fn did_you_mean<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+pub(crate) fn did_you_mean<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
     let lower = key.to_ascii_lowercase();
     let close = |field: &&&str| {
         let reach = if field.len() <= 4 { 1 } else { 2 };

@@ -24,9 +24,11 @@ mod words;
 
 pub use chart::{downsample, MAX_POINTS};
 
-/// How often each level is sampled for the page's charts
-/// ([`SimOptions::timeline_interval`](crate::simulate::SimOptions::timeline_interval)).
-pub const TIMELINE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often each level is sampled for the page's charts at first
+/// ([`SimOptions::timeline_interval`](crate::simulate::SimOptions::timeline_interval)): finely,
+/// so that a trace of a second has sub-second bins; a long trace's samples are coarsened as it
+/// goes ([`TIMELINE_SAMPLES`](crate::simulate::engine::TIMELINE_SAMPLES)).
+pub const TIMELINE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// What was simulated, for the page's heading and its time axes.
 #[derive(Debug, Clone, Copy)]
@@ -157,7 +159,8 @@ fn tables(page: &mut String, label: &str, report: &SimReport, labelled: bool) {
     }
 }
 
-const LEVEL_HEAD: &str = "<tr><th>priority level</th><th>limit <small>(seats)</small></th>\
+const LEVEL_HEAD: &str = "<tr><th>priority level</th><th>nominal limit <small>(seats)</small></th>\
+<th>current limit <small>(seats, nominal ± borrowing, over time)</small></th>\
 <th>arrivals <small>(requests)</small></th><th>dispatched <small>(requests)</small></th>\
 <th>queue-full <small>(requests)</small></th><th>concurrency-limit <small>(requests)</small></th>\
 <th>time-out <small>(requests)</small></th><th>wait p50 <small>(s)</small></th>\
@@ -189,14 +192,20 @@ fn level_table(page: &mut String, report: &SimReport) {
 }
 
 fn level_row(page: &mut String, l: &LevelReport) {
-    let limit = if l.exempt {
-        "exempt (none)".to_string()
+    let (limit, current) = if l.exempt {
+        ("exempt (none)".to_string(), "exempt (none)".to_string())
     } else {
-        l.nominal_limit.to_string()
+        let current = l.timeline.iter().map(|s| s.concurrency_limit);
+        let current = match (current.clone().min(), current.max()) {
+            (Some(low), Some(high)) if low == high => low.to_string(),
+            (Some(low), Some(high)) => format!("{low}–{high}"),
+            _ => "—".to_string(),
+        };
+        (l.nominal_limit.to_string(), current)
     };
     let _ = write!(
         page,
-        "<tr><td><a href=\"#{anchor}\">{name}</a></td><td>{limit}</td><td>{}</td><td>{}</td>\
+        "<tr><td><a href=\"#{anchor}\">{name}</a></td><td>{limit}</td><td>{current}</td><td>{}</td><td>{}</td>\
          <td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td>\
          <td>{:.3}</td><td>{}</td></tr>",
         l.arrivals,
@@ -268,30 +277,70 @@ fn client_table(page: &mut String, report: &SimReport) {
     page.push_str("</table>");
 }
 
+/// Who suffered: the flows (FlowSchema and distinguisher: the user, or the namespace) rejected
+/// most, and those that waited longest in a queue, per level.
 fn flows_table(page: &mut String, report: &SimReport) {
     let flows: Vec<_> = report
         .priority_levels
         .iter()
         .flat_map(|l| l.top_flows.iter().map(move |f| (l, f)))
         .collect();
-    if flows.is_empty() {
+    let waits: Vec<_> = report
+        .priority_levels
+        .iter()
+        .flat_map(|l| l.longest_waits.iter().map(move |f| (l, f)))
+        .collect();
+    if flows.is_empty() && waits.is_empty() {
         return;
     }
     page.push_str(
-        "<table><tr><th>priority level</th><th>FlowSchema</th><th>flow distinguisher</th>\
-         <th>rejected <small>(requests)</small></th></tr>",
+        "<h3>Who suffered</h3><p class=\"note\">Flows are told apart by their FlowSchema and \
+         flow distinguisher: the user (<code>ByUser</code>) or the namespace \
+         (<code>ByNamespace</code>); none when the schema has no distinguisher method.</p>",
     );
-    for (l, f) in flows {
-        let _ = write!(
-            page,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&l.name),
-            escape(&f.flow_schema),
-            escape(&f.flow_distinguisher),
-            f.rejected
+    if !flows.is_empty() {
+        page.push_str(
+            "<table><tr><th>priority level</th><th>FlowSchema</th><th>flow distinguisher</th>\
+             <th>rejected <small>(requests)</small></th></tr>",
         );
+        for (l, f) in flows {
+            let _ = write!(
+                page,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&l.name),
+                escape(&f.flow_schema),
+                distinguisher(&f.flow_distinguisher),
+                f.rejected
+            );
+        }
+        page.push_str("</table>");
     }
-    page.push_str("</table>");
+    if !waits.is_empty() {
+        page.push_str(
+            "<table><tr><th>priority level</th><th>FlowSchema</th><th>flow distinguisher</th>\
+             <th>longest wait <small>(s)</small></th></tr>",
+        );
+        for (l, f) in waits {
+            let _ = write!(
+                page,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td></tr>",
+                escape(&l.name),
+                escape(&f.flow_schema),
+                distinguisher(&f.flow_distinguisher),
+                f.wait_seconds
+            );
+        }
+        page.push_str("</table>");
+    }
+}
+
+/// A flow distinguisher for a table cell: escaped, or a word for none.
+fn distinguisher(d: &str) -> String {
+    if d.is_empty() {
+        "<small>(none)</small>".to_string()
+    } else {
+        escape(d)
+    }
 }
 
 /// The `id` of a level's charts: its name with everything but `[A-Za-z0-9-]` as `_`.

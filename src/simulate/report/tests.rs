@@ -12,7 +12,13 @@ fn report(dispatched: u64) -> SimReport {
     for _ in 0..dispatched {
         recorder.request(false, false);
         recorder.arrived("workload-low", "service-accounts");
-        recorder.dispatched("workload-low", "service-accounts", Duration::ZERO, 1);
+        recorder.dispatched(
+            "workload-low",
+            &std::sync::Arc::from("service-accounts"),
+            "",
+            Duration::ZERO,
+            1,
+        );
     }
     recorder.report(Duration::from_secs(2), 600)
 }

@@ -52,6 +52,10 @@ pub struct TraceRun {
     pub wall_clock_start: Option<Duration>,
     /// Reading stopped at a malformed line (`strict`).
     pub stopped: bool,
+    /// The requests the window let through to the replay.
+    pub in_window: u64,
+    /// From the trace's first arrival to its last (zero with one request, `None` with none).
+    pub span: Option<Duration>,
 }
 
 /// The events of a trace, in arrival order, within a [`Window`]; malformed lines are counted
@@ -64,6 +68,9 @@ pub struct TraceInput<R, F> {
     origin: Option<Duration>,
     /// The first event replayed, on the trace's clock.
     first: Option<Duration>,
+    /// The latest arrival read, and how many requests the window let through.
+    last: Option<Duration>,
+    in_window: u64,
     skipped: SkippedLines,
     strict: bool,
     stopped: bool,
@@ -92,6 +99,8 @@ impl<R: BufRead, F: FnMut(&TraceLineError)> TraceInput<R, F> {
             window,
             origin: None,
             first: None,
+            last: None,
+            in_window: 0,
             skipped: SkippedLines::default(),
             strict,
             stopped: false,
@@ -118,6 +127,11 @@ impl<R: BufRead, F: FnMut(&TraceLineError)> TraceInput<R, F> {
             skipped: self.skipped,
             wall_clock_start: self.first.filter(|_| wall_clock),
             stopped: self.stopped,
+            in_window: self.in_window,
+            span: self
+                .origin
+                .zip(self.last)
+                .map(|(origin, last)| last.saturating_sub(origin)),
         })
     }
 
@@ -129,11 +143,13 @@ impl<R: BufRead, F: FnMut(&TraceLineError)> TraceInput<R, F> {
                 return Some(event);
             };
             let origin = *self.origin.get_or_insert(request.arrival);
+            self.last = self.last.max(Some(request.arrival));
             let offset = request.arrival.saturating_sub(origin);
             if self.window.until.is_some_and(|until| offset > until) {
                 return None;
             }
             if self.window.from.is_none_or(|from| offset >= from) {
+                self.in_window += 1;
                 return Some(event);
             }
         }
@@ -208,6 +224,29 @@ impl TraceRun {
     /// No request of the trace could be replayed.
     pub fn nothing_replayed(&self) -> bool {
         self.stats.requests == 0
+    }
+
+    /// Requests were read, but `--from` is past the last of them: what to say, naming the
+    /// trace's span.
+    pub fn from_past_the_end(&self, window: &Window) -> Option<String> {
+        let from = window.from?;
+        let span = self.span?;
+        (self.in_window == 0 && from > span).then(|| {
+            let requests = self.stats.requests;
+            let arrived = if span.is_zero() {
+                format!("its {requests} requests all arrived at once")
+            } else {
+                format!(
+                    "its {requests} requests arrived within {} of the first (give --from at \
+                     most that)",
+                    crate::duration::format_duration(span)
+                )
+            };
+            format!(
+                "--from {} is past the end of the trace: {arrived}",
+                crate::duration::format_duration(from)
+            )
+        })
     }
 
     /// What to say of audit events of the old form, if there were any.

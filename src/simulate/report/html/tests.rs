@@ -23,6 +23,7 @@ fn level(name: &str, arrivals: u64, samples: usize) -> LevelReport {
             max: 1.0,
         },
         max_seats_in_use: 10,
+        longest_waits: Vec::new(),
         top_flows: vec![FlowRejections {
             flow_schema: "fs<&>".to_string(),
             flow_distinguisher: "user\"x'".to_string(),
@@ -32,6 +33,7 @@ fn level(name: &str, arrivals: u64, samples: usize) -> LevelReport {
             .map(|i| Sample {
                 t: i as f64,
                 seats_in_use: (i % 11) as u64,
+                max_seats_in_use: (i % 11) as u64,
                 concurrency_limit: 10,
                 nominal_limit: 10,
                 waiting: (i % 7) as u32,
@@ -97,7 +99,12 @@ fn one_self_contained_page_with_charts_for_the_levels_that_saw_requests() {
     // Nothing is fetched: the only URL is the SVG namespace.
     let urls = html.matches("http://").count() + html.matches("https://").count();
     assert_eq!(urls, html.matches("http://www.w3.org/2000/svg").count());
-    assert!(!html.contains("<script"));
+    // No script runs: the only script element is the data of the seats plotted.
+    assert_eq!(
+        html.matches("<script").count(),
+        html.matches("<script type=\"application/json\" id=\"plotted-seats\">")
+            .count()
+    );
     assert!(!html.contains("<link"));
     for chart in ["Seats", "Waiting in queues", "Rejected", "Queue wait"] {
         assert!(html.contains(chart), "{chart}");
@@ -131,11 +138,11 @@ fn an_exempt_level_has_no_limit_lines() {
     assert!(html.contains("(exempt: no limit)"));
     assert!(html.contains("exempt (none)"));
     assert!(
-        !html.contains("concurrency limit</span>"),
+        !html.contains("current limit (nominal ± borrowing)</span>"),
         "no limit in the legend"
     );
     let busy = page(&[("simulated", &report(vec![level("busy", 10, 30)]))]);
-    assert!(busy.contains("concurrency limit</span>"));
+    assert!(busy.contains("current limit (nominal ± borrowing)</span>"));
 }
 
 #[test]
@@ -227,7 +234,7 @@ fn a_day_of_samples_stays_small_and_keeps_its_peaks() {
     let r = report(vec![level("busy", 100, 86_400)]);
     let html = page(&[("simulated", &r)]);
     assert!(html.len() < 3_000_000, "{} bytes", html.len());
-    assert!(html.contains("at most 2000 points"));
+    assert!(html.contains(&format!("at most {MAX_POINTS} points")));
     let points = downsample(&r.priority_levels[0].timeline, |s| s.rejected as f64);
     assert!(points.len() <= MAX_POINTS);
     assert!(
