@@ -86,7 +86,7 @@ pub enum StartError {
     /// The listeners could not start.
     #[error(transparent)]
     Server(#[from] server::ServerError),
-    /// The admin listener's authorizer cannot be built.
+    /// The SubjectAccessReview authorizer (admin listener, callers' impersonation) cannot be built.
     #[error("admin authorization: {0}")]
     AdminAuthorizer(String),
     /// A metrics collector could not be registered.
@@ -166,6 +166,12 @@ impl App {
         });
         let estimator = WorkEstimator::default();
         let shadows = shadows(&flow, config, &estimator, &metrics)?;
+        // One authorizer, one cache: the admin listener's callers and callers' own
+        // `Impersonate-*` headers are both judged by SubjectAccessReviews against the upstream.
+        let transport: Arc<dyn AccessReviewTransport> = Arc::new(upstream.clone());
+        let authorizer = Arc::new(
+            Authorizer::new(transport, admin_authorizer).map_err(StartError::AdminAuthorizer)?,
+        );
         let mut proxy = Proxy::new(
             Arc::clone(&authenticator),
             Arc::clone(&flow_control),
@@ -175,18 +181,14 @@ impl App {
         )
         .with_max_request_bytes(flow.max_request_bytes)
         .with_metrics(Arc::clone(&metrics))
-        .with_dry_run(flow.dry_run);
+        .with_dry_run(flow.dry_run)
+        .with_authorizer(Arc::clone(&authorizer));
         for shadow in &shadows {
             proxy = proxy.with_shadow(Arc::clone(shadow));
         }
         let proxy = Arc::new(proxy);
         let admin_gate = if server_config.admin_secure {
-            Some(admin_gate(
-                admin_authorizer,
-                &upstream,
-                &authenticator,
-                &metrics,
-            )?)
+            Some(admin_gate(authorizer, &authenticator, &metrics)?)
         } else {
             None
         };
@@ -409,18 +411,11 @@ fn admin_handler(paths: AdminPaths) -> Arc<dyn server::Handler> {
 /// The secure admin listener's gate: the proxy's authenticators, and SubjectAccessReviews
 /// against the upstream.
 fn admin_gate(
-    authorizer: crate::auth::authorize::AuthorizerConfig,
-    upstream: &UpstreamClient,
+    authorizer: Arc<Authorizer>,
     authenticator: &Arc<Authenticator>,
     metrics: &Metrics,
 ) -> Result<Arc<dyn server::AdminGate>, StartError> {
-    let transport: Arc<dyn AccessReviewTransport> = Arc::new(upstream.clone());
-    let authorizer = Authorizer::new(transport, authorizer).map_err(StartError::AdminAuthorizer)?;
-    let guard = AdminGuard::new(
-        Arc::clone(authenticator),
-        Arc::new(authorizer),
-        metrics.registry(),
-    )?;
+    let guard = AdminGuard::new(Arc::clone(authenticator), authorizer, metrics.registry())?;
     Ok(Arc::new(guard))
 }
 

@@ -244,11 +244,13 @@ pub struct ServeOptions {
     #[arg(long, requires = "admin_tls_cert_file", help_heading = "Operations")]
     pub admin_tls_private_key_file: Option<PathBuf>,
 
-    /// How long to cache an allowed SubjectAccessReview answer of the admin listener.
+    /// How long to cache an allowed SubjectAccessReview answer (the admin listener's callers, and
+    /// callers' own impersonation).
     #[arg(long, default_value = "5m", value_parser = parse_duration, help_heading = "Operations")]
     pub authorization_webhook_cache_authorized_ttl: Duration,
 
-    /// How long to cache a denied SubjectAccessReview answer of the admin listener.
+    /// How long to cache a denied SubjectAccessReview answer (the admin listener's callers, and
+    /// callers' own impersonation).
     #[arg(long, default_value = "30s", value_parser = parse_duration, help_heading = "Operations")]
     pub authorization_webhook_cache_unauthorized_ttl: Duration,
 

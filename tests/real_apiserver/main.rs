@@ -10,6 +10,7 @@ mod support;
 mod authn_authz;
 mod config_source;
 mod helm;
+mod impersonation;
 mod kubectl_modes;
 mod rejections;
 mod replicas;
