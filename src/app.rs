@@ -17,6 +17,7 @@ mod config;
 mod drain;
 mod readiness;
 mod reload;
+mod replicas;
 
 pub use admin_gate::AdminGuard;
 pub use admin_routes::{level_rows, queue_rows, request_rows, AdminPaths, DEBUG_PREFIX};
@@ -40,6 +41,7 @@ use crate::auth::{AuthConfig, Authenticator, TokenReviewConfig};
 use crate::body::empty_body;
 use crate::config::Config;
 use crate::config_source::{ClusterSource, SourceMetrics};
+use crate::coordination::Coordinator;
 use crate::fairqueue::borrowing::{
     concurrency_denominator, BorrowingOutcome, BORROWING_ADJUSTMENT_PERIOD,
 };
@@ -59,6 +61,9 @@ use crate::upstream::{UpstreamAuth, UpstreamClient};
 /// How often the upstream's `/metrics` is read for object counts (the apiserver updates its
 /// own counts about once a minute).
 pub const OBJECT_COUNT_REFRESH: Duration = Duration::from_secs(60);
+
+/// How long a graceful shutdown waits to give the Lease up.
+const LEASE_RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Largest `/metrics` answer read from the upstream.
 const MAX_UPSTREAM_METRICS: usize = 64 * 1024 * 1024;
@@ -81,12 +86,15 @@ pub enum StartError {
     /// The listeners could not start.
     #[error(transparent)]
     Server(#[from] server::ServerError),
-    /// The admin listener's authorizer cannot be built.
+    /// The SubjectAccessReview authorizer (admin listener, callers' impersonation) cannot be built.
     #[error("admin authorization: {0}")]
     AdminAuthorizer(String),
     /// A metrics collector could not be registered.
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+    /// The coordination flags are unusable.
+    #[error("{0}")]
+    Coordination(#[from] crate::coordination::CoordinationConfigError),
 }
 
 /// A running proxy: its listeners, its pipeline and its background tasks.
@@ -101,6 +109,8 @@ pub struct App {
     shutdown_delay: Duration,
     readiness: JoinHandle<()>,
     tasks: Vec<JoinHandle<()>>,
+    /// `--coordination-namespace`: the coordinator and its task.
+    coordination: Option<(Arc<Coordinator>, JoinHandle<()>)>,
 }
 
 impl App {
@@ -124,6 +134,7 @@ impl App {
             upstream_limits,
             forwarder,
             flow_control: flow,
+            coordination,
         } = settings;
         let upstream = UpstreamClient::with_limits(upstream.resolve()?, upstream_limits)?;
         metrics.register_upstream_stats(upstream.stats())?;
@@ -143,6 +154,9 @@ impl App {
         }
         let flow_control = Arc::new(flow_control);
         publish_limits(&metrics, &flow_control, None);
+        let coordination = coordination
+            .map(|c| replicas::coordinator(c, &upstream, &flow_control, &metrics))
+            .transpose()?;
         // Weak: the levels report to `metrics`, which must not keep them alive.
         let levels = Arc::downgrade(&flow_control);
         metrics.on_scrape(move |metrics| {
@@ -152,6 +166,12 @@ impl App {
         });
         let estimator = WorkEstimator::default();
         let shadows = shadows(&flow, config, &estimator, &metrics)?;
+        // One authorizer, one cache: the admin listener's callers and callers' own
+        // `Impersonate-*` headers are both judged by SubjectAccessReviews against the upstream.
+        let transport: Arc<dyn AccessReviewTransport> = Arc::new(upstream.clone());
+        let authorizer = Arc::new(
+            Authorizer::new(transport, admin_authorizer).map_err(StartError::AdminAuthorizer)?,
+        );
         let mut proxy = Proxy::new(
             Arc::clone(&authenticator),
             Arc::clone(&flow_control),
@@ -161,39 +181,39 @@ impl App {
         )
         .with_max_request_bytes(flow.max_request_bytes)
         .with_metrics(Arc::clone(&metrics))
-        .with_dry_run(flow.dry_run);
+        .with_dry_run(flow.dry_run)
+        .with_authorizer(Arc::clone(&authorizer));
         for shadow in &shadows {
             proxy = proxy.with_shadow(Arc::clone(shadow));
         }
         let proxy = Arc::new(proxy);
         let admin_gate = if server_config.admin_secure {
-            Some(admin_gate(
-                admin_authorizer,
-                &upstream,
-                &authenticator,
-                &metrics,
-            )?)
+            Some(admin_gate(authorizer, &authenticator, &metrics)?)
         } else {
             None
         };
         let (end_watches, watches_end) = shutdown_channel();
-        let ready = if flow.from_cluster {
+        let mut ready = if flow.from_cluster {
             Readiness::with_config_source()
         } else {
             Readiness::new()
         };
+        ready.coordination = coordination.as_ref().map(|(_, flag)| flag.clone());
+        let mut admin_paths = AdminPaths::new(Arc::clone(&metrics), Arc::clone(&flow_control))
+            .with_shadows(&shadows)
+            .with_rejections(Arc::clone(proxy.rejections()));
+        if let Some((coordinator, _)) = &coordination {
+            admin_paths = admin_paths.with_coordination(Arc::clone(coordinator));
+        }
         let parts = ServeParts {
             handler: secure_handler(Arc::clone(&proxy), watches_end),
             client_ca_roots: Some(authenticator.client_ca_roots()),
-            admin_routes: Some(admin_handler(
-                AdminPaths::new(Arc::clone(&metrics), Arc::clone(&flow_control))
-                    .with_shadows(&shadows)
-                    .with_rejections(Arc::clone(proxy.rejections())),
-            )),
+            admin_routes: Some(admin_handler(admin_paths)),
             ready: ready.serving.clone(),
             upstream_ready: Some(ready.upstream.clone()),
             admin_gate,
             config_ready: ready.config_source.clone(),
+            coordination_ready: ready.coordination.clone(),
         };
         let shutdown_delay = server_config.shutdown_delay;
         let cert_files = server_config.cert_files();
@@ -233,6 +253,10 @@ impl App {
             );
             tasks.push(tokio::spawn(source.run()));
         }
+        let coordination = coordination.map(|(coordinator, _)| {
+            let task = tokio::spawn(Arc::clone(&coordinator).run());
+            (coordinator, task)
+        });
         let readiness = tokio::spawn(wait_for_upstream(upstream, ready.upstream.clone()));
         tracing::info!(
             secure = %running.secure_addr(),
@@ -249,7 +273,19 @@ impl App {
             shutdown_delay,
             readiness,
             tasks,
+            coordination,
         })
+    }
+
+    /// Stops taking part in the coordination without giving the Lease up, as a replica that is
+    /// killed does (its peers take its share back once its Lease expires); it keeps its limit.
+    /// For tests of a crash without a separate process.
+    #[doc(hidden)]
+    pub async fn abandon_lease(&mut self) {
+        if let Some((_, task)) = self.coordination.take() {
+            task.abort();
+            let _ = task.await;
+        }
     }
 
     /// The listeners (addresses, TLS).
@@ -282,6 +318,12 @@ impl App {
     /// the secure listener closes, open watches end cleanly, and executing and queued requests
     /// get `--shutdown-grace-period` to finish; the admin listener goes last.
     pub async fn shutdown(self) {
+        // The share goes back to the other replicas first: they take it at once.
+        if let Some((coordinator, task)) = self.coordination {
+            task.abort();
+            let _ = task.await;
+            coordinator.release(LEASE_RELEASE_TIMEOUT).await;
+        }
         // Readiness must not come back once draining has started: the probe is stopped (and
         // waited for) before `/readyz` turns false.
         self.readiness.abort();
@@ -369,18 +411,11 @@ fn admin_handler(paths: AdminPaths) -> Arc<dyn server::Handler> {
 /// The secure admin listener's gate: the proxy's authenticators, and SubjectAccessReviews
 /// against the upstream.
 fn admin_gate(
-    authorizer: crate::auth::authorize::AuthorizerConfig,
-    upstream: &UpstreamClient,
+    authorizer: Arc<Authorizer>,
     authenticator: &Arc<Authenticator>,
     metrics: &Metrics,
 ) -> Result<Arc<dyn server::AdminGate>, StartError> {
-    let transport: Arc<dyn AccessReviewTransport> = Arc::new(upstream.clone());
-    let authorizer = Authorizer::new(transport, authorizer).map_err(StartError::AdminAuthorizer)?;
-    let guard = AdminGuard::new(
-        Arc::clone(authenticator),
-        Arc::new(authorizer),
-        metrics.registry(),
-    )?;
+    let guard = AdminGuard::new(Arc::clone(authenticator), authorizer, metrics.registry())?;
     Ok(Arc::new(guard))
 }
 

@@ -31,6 +31,7 @@ mod bearer;
 mod cached;
 mod config;
 mod error;
+pub mod impersonation;
 mod keyhash;
 mod requestheader;
 mod secret;
@@ -74,7 +75,7 @@ pub(crate) fn tokenfile_records(
         .map_err(|e| e.to_string())
 }
 pub use transport::{TokenReviewTransport, TransportError};
-pub use union::{Authenticated, Authenticator};
+pub use union::{carries_bearer_token, Authenticated, Authenticator};
 pub use websocket::strip_websocket_bearer_protocol;
 
 /// The group every authenticated user belongs to (added as the apiserver adds it).

@@ -30,6 +30,7 @@ pub mod classify;
 pub mod cli;
 pub mod config;
 pub mod config_source;
+pub mod coordination;
 pub mod debug_dump;
 pub mod duration;
 pub mod fairqueue;

@@ -162,6 +162,10 @@ pub struct ServeParts {
     /// The `config-source` check of `/readyz` (`--config-source cluster`): false until the
     /// first list has been applied.
     pub config_ready: Option<ReadyFlag>,
+    /// The `coordination` check of `/readyz` (`--coordination-namespace`): false while the
+    /// replica waits for its first share of the budget; passes, with a note, when it serves with
+    /// a conservative share because the Lease store cannot be used.
+    pub coordination_ready: Option<ReadyFlag>,
 }
 
 impl ServeParts {
@@ -176,6 +180,7 @@ impl ServeParts {
             upstream_ready: None,
             admin_gate: None,
             config_ready: None,
+            coordination_ready: None,
         }
     }
 }
@@ -245,6 +250,7 @@ pub async fn start(config: ServerConfig, parts: ServeParts) -> Result<Running, S
         ready: parts.ready.clone(),
         upstream: parts.upstream_ready,
         config_source: parts.config_ready,
+        coordination: parts.coordination_ready,
         other: parts.admin_routes,
         gate,
     };

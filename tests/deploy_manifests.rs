@@ -237,6 +237,24 @@ fn the_in_cluster_deployment_is_highly_available_secure_and_reachable() {
     };
     assert_eq!(port("https"), Some(u64::from(opts.secure_port)));
     assert_eq!(port("metrics"), Some(u64::from(opts.admin_address.port())));
+    // The replicas share one budget through Leases, named after their pods, with a Role for
+    // Leases in their own namespace only.
+    let namespace = deployment["metadata"]["namespace"].as_str();
+    assert_eq!(opts.coordination_namespace.as_deref(), namespace);
+    let env = proxy["env"].as_sequence().expect("env");
+    assert!(env
+        .iter()
+        .any(|e| e["name"] == "POD_NAME"
+            && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"));
+    let role = of_kind(&docs, "Role");
+    assert_eq!(role["metadata"]["namespace"].as_str(), namespace);
+    assert_eq!(role["rules"][0]["resources"][0], "leases");
+    let binding = of_kind(&docs, "RoleBinding");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    assert_eq!(
+        binding["subjects"][0]["name"],
+        pod["spec"]["serviceAccountName"]
+    );
     let labels = &pod["metadata"]["labels"];
     let anti = &pod["spec"]["affinity"]["podAntiAffinity"];
     assert!(!anti.is_null(), "replicas are spread");

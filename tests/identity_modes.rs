@@ -10,7 +10,7 @@ use kube_apf_proxy::proxy::{Forwarder, ForwarderConfigError, IdentityForwarding}
 use kube_apf_proxy::upstream::{UpstreamClient, UpstreamConfig};
 use support::fake_apiserver::FakeApiserver;
 use support::tls_world::{TlsWorld, GOOD_TOKEN, PROXY_TOKEN};
-use support::{body, forwarder_config, get, h2c_client, http1_client, read_json, REQUEST_TIMEOUT};
+use support::{body, forwarder_config, get, h2c_client, http1_client, REQUEST_TIMEOUT};
 
 #[tokio::test]
 async fn passthrough_sends_the_callers_token_and_no_proxy_certificate() {
@@ -55,22 +55,36 @@ async fn impersonate_mode_sends_impersonation_headers_with_proxy_credentials() {
 }
 
 #[tokio::test]
-async fn impersonate_mode_refuses_a_callers_own_impersonation() {
+async fn a_callers_own_impersonation_headers_give_way_to_the_identity_the_pipeline_hands_over() {
+    // The pipeline authorizes `kubectl --as` and hands the forwarder the effective identity
+    // (here `alice`); the caller's own headers travel in passthrough mode only
+    // (tests/proxy_e2e/impersonation.rs covers the whole path).
     let world = TlsWorld::start(false).await;
-    let proxy = world.proxy(IdentityForwarding::Impersonate).await;
-    let request = Request::get(proxy.url("/api/v1/namespaces/ns/pods"))
-        .header("impersonate-user", "system:admin")
-        .body(body(Bytes::new()))
-        .expect("request");
-    let response = http1_client().request(request).await.expect("list");
-    assert_eq!(response.status(), StatusCode::FORBIDDEN);
-    let status = read_json(response).await;
-    assert_eq!(status["kind"], "Status");
-    assert_eq!(status["reason"], "Forbidden");
-    assert!(
-        world.fake.requests().is_empty(),
-        "nothing reaches the upstream"
-    );
+    for mode in [
+        IdentityForwarding::Passthrough,
+        IdentityForwarding::Impersonate,
+        IdentityForwarding::Requestheader,
+    ] {
+        let proxy = world.proxy(mode).await;
+        let request = Request::get(proxy.url("/api/v1/namespaces/ns/pods"))
+            .header("impersonate-user", "system:admin")
+            .header("impersonate-group", "system:masters")
+            .body(body(Bytes::new()))
+            .expect("request");
+        let response = http1_client().request(request).await.expect("list");
+        assert_eq!(response.status(), StatusCode::OK, "{mode:?}");
+        let seen = world.fake.last_request();
+        let (user, group) = match mode {
+            IdentityForwarding::Passthrough => (vec!["system:admin"], vec!["system:masters"]),
+            IdentityForwarding::Impersonate => (vec!["alice"], vec!["dev"]),
+            IdentityForwarding::Requestheader => (vec![], vec![]),
+        };
+        assert_eq!(seen.header_values("impersonate-user"), user, "{mode:?}");
+        assert_eq!(seen.header_values("impersonate-group"), group, "{mode:?}");
+        if mode == IdentityForwarding::Requestheader {
+            assert_eq!(seen.header_values("x-remote-user"), ["alice"]);
+        }
+    }
 }
 
 #[tokio::test]

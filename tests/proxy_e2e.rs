@@ -24,6 +24,8 @@ mod faults;
 mod flow_control;
 #[path = "proxy_e2e/identity_refusal.rs"]
 mod identity_refusal;
+#[path = "proxy_e2e/impersonation.rs"]
+mod impersonation;
 #[path = "proxy_e2e/kubectl.rs"]
 mod kubectl;
 #[path = "proxy_e2e/passthrough_identity.rs"]

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use crate::body::{full_body, ProxyBody};
 use crate::classify::ClassifyInput;
+use crate::coordination::Coordinator;
 use crate::debug_dump::{self, PriorityLevelRow, QueueRow, RequestRow, WallClock};
 use crate::fairqueue::controller::{FlowControl, LevelInfo};
 use crate::fairqueue::queueset::RequestDump;
@@ -37,6 +38,7 @@ pub struct AdminPaths {
     /// Each shadow's flow control by its name, for `.../shadow/NAME/dump_*`.
     shadows: Vec<(&'static str, Arc<FlowControl>)>,
     rejections: Option<Arc<RecentRejections>>,
+    coordinator: Option<Arc<Coordinator>>,
     clock: WallClock,
 }
 
@@ -49,6 +51,7 @@ impl AdminPaths {
             flow_control,
             shadows: Vec::new(),
             rejections: None,
+            coordinator: None,
             clock: WallClock::new(Instant::now(), SystemTime::now()),
         }
     }
@@ -58,6 +61,13 @@ impl AdminPaths {
     /// classification explained against the configuration in force.
     pub fn with_rejections(mut self, rejections: Arc<RecentRejections>) -> AdminPaths {
         self.rejections = Some(rejections);
+        self
+    }
+
+    /// Also serves `/debug/api_priority_and_fairness/dump_replicas`: this replica's share and
+    /// every peer's share, claim, demand and when it was last seen to change, as JSON.
+    pub fn with_coordination(mut self, coordinator: Arc<Coordinator>) -> AdminPaths {
+        self.coordinator = Some(coordinator);
         self
     }
 
@@ -87,6 +97,10 @@ impl AdminPaths {
                 return not_found();
             };
             return self.dump(flow_control, dump, query);
+        }
+        if let ("dump_replicas", Some(coordinator)) = (dump, &self.coordinator) {
+            let view = crate::coordination::dump(&coordinator.replica(), Instant::now());
+            return text(format!("{view:#}\n"), "application/json");
         }
         if dump == "explain" {
             return explain(&self.flow_control, query.unwrap_or_default());

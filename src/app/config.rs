@@ -32,6 +32,9 @@ pub struct ServeConfig {
     pub forwarder: ForwarderConfig,
     /// Flow control: its limits, mode and configuration sources.
     pub flow_control: FlowControlConfig,
+    /// `Some`: the server concurrency limit is a budget shared with other replicas through
+    /// Leases (`--coordination-namespace`).
+    pub coordination: Option<crate::coordination::CoordinationConfig>,
 }
 
 /// How flow control is assembled.

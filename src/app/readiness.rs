@@ -75,6 +75,8 @@ pub struct Readiness {
     pub serving: ReadyFlag,
     /// `--config-source cluster`: set once the first list of the cluster's objects is applied.
     pub config_source: Option<ReadyFlag>,
+    /// `--coordination-namespace`: false while the replica waits for its first share.
+    pub coordination: Option<ReadyFlag>,
 }
 
 impl Readiness {
@@ -84,6 +86,7 @@ impl Readiness {
             upstream: ReadyFlag::new(false),
             serving: ReadyFlag::new(true),
             config_source: None,
+            coordination: None,
         }
     }
 
@@ -100,6 +103,7 @@ impl Readiness {
         self.upstream.is_ready()
             && self.serving.is_ready()
             && self.config_source.as_ref().is_none_or(ReadyFlag::is_ready)
+            && self.coordination.as_ref().is_none_or(ReadyFlag::is_ready)
     }
 }
 

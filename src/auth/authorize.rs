@@ -26,7 +26,7 @@ use bytes::Bytes;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use http::StatusCode;
 use k8s_openapi::api::authorization::v1::{
-    NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use tokio::time::Instant;
 
@@ -170,7 +170,21 @@ impl Authorizer {
         verb: &str,
         path: &str,
     ) -> Result<Authorization, AuthorizeError> {
-        let body = review_body(identity, verb, path);
+        let attributes = Attributes::NonResource {
+            verb: verb.to_owned(),
+            path: path.to_owned(),
+        };
+        self.authorize_attributes(identity, attributes).await
+    }
+
+    /// May `identity` do what `attributes` describe (a resource or non-resource request)? Cached
+    /// and coalesced as [`authorize`](Self::authorize).
+    pub async fn authorize_attributes(
+        &self,
+        identity: &Identity,
+        attributes: Attributes,
+    ) -> Result<Authorization, AuthorizeError> {
+        let body = review_body(identity, attributes);
         let key = self.inner.hasher.key_bytes(&body);
         if let Some(decision) = self.inner.cache.lock().get(&key, Instant::now()) {
             return Ok(Authorization {
@@ -230,19 +244,73 @@ impl Inner {
     }
 }
 
-/// The review of `identity` doing `verb` on `path`, as the webhook authorizer encodes it.
-fn review_body(identity: &Identity, verb: &str, path: &str) -> Bytes {
+/// What a review asks about: the webhook authorizer's `nonResourceAttributes` or
+/// `resourceAttributes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attributes {
+    /// A non-resource path and verb (the admin listener's endpoints).
+    NonResource {
+        /// The lowercased method ([`non_resource_verb`]).
+        verb: String,
+        /// The path.
+        path: String,
+    },
+    /// A resource request (impersonation: verb `impersonate` on `users`, `groups`, ...).
+    Resource(ResourceRequest),
+}
+
+/// The resource attributes of a review; empty fields are left out of the body.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceRequest {
+    /// The verb, e.g. `impersonate`.
+    pub verb: String,
+    /// The API group (`""` for the core group).
+    pub group: String,
+    /// The API version.
+    pub version: String,
+    /// The resource, e.g. `users`.
+    pub resource: String,
+    /// The subresource, e.g. an extra key under `userextras`.
+    pub subresource: String,
+    /// The namespace (a service account's).
+    pub namespace: String,
+    /// The object's name.
+    pub name: String,
+}
+
+/// The review of `identity` doing what `attributes` say, as the webhook authorizer encodes it.
+fn review_body(identity: &Identity, attributes: Attributes) -> Bytes {
+    let some = |s: String| (!s.is_empty()).then_some(s);
+    let (non_resource_attributes, resource_attributes) = match attributes {
+        Attributes::NonResource { verb, path } => (
+            Some(NonResourceAttributes {
+                path: Some(path),
+                verb: Some(verb),
+            }),
+            None,
+        ),
+        Attributes::Resource(r) => (
+            None,
+            Some(ResourceAttributes {
+                verb: some(r.verb),
+                group: Some(r.group),
+                version: some(r.version),
+                resource: some(r.resource),
+                subresource: some(r.subresource),
+                namespace: some(r.namespace),
+                name: some(r.name),
+                ..ResourceAttributes::default()
+            }),
+        ),
+    };
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
             user: Some(identity.user.clone()),
             uid: (!identity.uid.is_empty()).then(|| identity.uid.clone()),
             groups: Some(identity.groups.clone()),
             extra: (!identity.extra.is_empty()).then(|| identity.extra.clone()),
-            non_resource_attributes: Some(NonResourceAttributes {
-                path: Some(path.to_owned()),
-                verb: Some(verb.to_owned()),
-            }),
-            resource_attributes: None,
+            non_resource_attributes,
+            resource_attributes,
         },
         ..SubjectAccessReview::default()
     };

@@ -35,6 +35,12 @@ pub struct Authenticated {
     pub method: AuthMethod,
 }
 
+/// Whether a bearer token travels with the request: `Authorization: Bearer` or the WebSocket
+/// token subprotocol (what the upstream authenticates in `passthrough` mode).
+pub fn carries_bearer_token(headers: &HeaderMap) -> bool {
+    bearer_token(headers) != BearerToken::Absent || protocol_token(headers) != ProtocolToken::Absent
+}
+
 /// Authenticates requests with every configured method. Cheap to share behind an `Arc`.
 pub struct Authenticator {
     request_header: Option<RequestHeaderAuthenticator>,

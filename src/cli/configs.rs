@@ -11,6 +11,7 @@ use crate::admission::WebhookConfig;
 use crate::app::{FlowControlConfig, ServeConfig};
 use crate::auth::authorize::AuthorizerConfig;
 use crate::auth::{AuthConfig, RequestHeaderConfig};
+use crate::coordination::CoordinationConfig;
 use crate::lint::LintOptions;
 use crate::proxy::{ForgeableHeaders, ForwarderConfig};
 use crate::server::{ClientCaFiles, ConnectionLimits, ServerConfig, TlsSettings};
@@ -39,7 +40,20 @@ impl ServeOptions {
             upstream_limits: self.upstream_limits(),
             forwarder: self.forwarder_config(),
             flow_control: self.flow_control_config(),
+            coordination: self.coordination_config(),
         }
+    }
+
+    /// Replicas sharing the budget: `--coordination-namespace` (on when given),
+    /// `--coordination-kubeconfig`, `--replica-id`, `--coordination-lease-duration`.
+    pub fn coordination_config(&self) -> Option<CoordinationConfig> {
+        let namespace = self.coordination_namespace.clone()?;
+        Some(CoordinationConfig::new(
+            namespace,
+            self.coordination_kubeconfig.clone(),
+            self.replica_id.clone(),
+            self.coordination_lease_duration,
+        ))
     }
 
     /// The listeners: `--bind-address`, `--secure-port`, `--tls-*`, `--client-ca-file` and

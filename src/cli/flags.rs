@@ -195,6 +195,30 @@ pub struct ServeOptions {
     #[arg(long, help_heading = "Flow control")]
     pub shadow_config_dir: Option<PathBuf>,
 
+    // === Replicas ===
+    /// Share the budget (--max-requests-inflight + --max-mutating-requests-inflight) with the
+    /// other replicas through coordination.k8s.io/v1 Leases in this namespace: the budget is the
+    /// total for all of them (docs/scale-out.md). Without it, each replica enforces the whole
+    /// budget on its own.
+    #[arg(long, help_heading = "Replicas")]
+    pub coordination_namespace: Option<String>,
+
+    /// The kubeconfig of the cluster that holds the Leases; the upstream connection (its
+    /// kubeconfig, or the in-cluster service account) without it.
+    #[arg(long, requires = "coordination_namespace", help_heading = "Replicas")]
+    pub coordination_kubeconfig: Option<PathBuf>,
+
+    /// This replica's name among the replicas (its Lease is kube-apf-proxy-ID); $POD_NAME,
+    /// then the hostname, without it.
+    #[arg(long, requires = "coordination_namespace", help_heading = "Replicas")]
+    pub replica_id: Option<String>,
+
+    /// A replica not seen to change its Lease for this long is gone and its share is taken
+    /// back; each replica renews its Lease every third of it. Default 15s.
+    #[arg(long, value_parser = parse_duration, requires = "coordination_namespace",
+          help_heading = "Replicas")]
+    pub coordination_lease_duration: Option<Duration>,
+
     // === Operations ===
     /// Address for /metrics, /healthz, /livez, /readyz and /debug endpoints (plain HTTP on
     /// loopback unless --admin-secure; HTTPS with authentication and authorization elsewhere).
@@ -220,11 +244,13 @@ pub struct ServeOptions {
     #[arg(long, requires = "admin_tls_cert_file", help_heading = "Operations")]
     pub admin_tls_private_key_file: Option<PathBuf>,
 
-    /// How long to cache an allowed SubjectAccessReview answer of the admin listener.
+    /// How long to cache an allowed SubjectAccessReview answer (the admin listener's callers, and
+    /// callers' own impersonation).
     #[arg(long, default_value = "5m", value_parser = parse_duration, help_heading = "Operations")]
     pub authorization_webhook_cache_authorized_ttl: Duration,
 
-    /// How long to cache a denied SubjectAccessReview answer of the admin listener.
+    /// How long to cache a denied SubjectAccessReview answer (the admin listener's callers, and
+    /// callers' own impersonation).
     #[arg(long, default_value = "30s", value_parser = parse_duration, help_heading = "Operations")]
     pub authorization_webhook_cache_unauthorized_ttl: Duration,
 

@@ -10,7 +10,7 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -197,7 +197,9 @@ impl Admitting {
 
 /// Every priority level's queue set, built from a [`Config`] and the server concurrency limit.
 pub struct FlowControl {
-    server_cl: u32,
+    /// Read without the lock ([`FlowControl::server_concurrency_limit`]); written only with
+    /// `inner` held, so limits computed under the lock always see the value they derive from.
+    server_cl: AtomicU32,
     observer: Option<Arc<dyn LevelObserver>>,
     inner: Mutex<Inner>,
     snapshot: RwLock<Arc<Snapshot>>,
@@ -209,7 +211,7 @@ pub struct FlowControl {
 impl std::fmt::Debug for FlowControl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FlowControl")
-            .field("server_cl", &self.server_cl)
+            .field("server_cl", &self.server_concurrency_limit())
             .finish_non_exhaustive()
     }
 }
@@ -237,7 +239,7 @@ impl FlowControl {
             return Err(FlowControlError::ZeroServerConcurrency);
         }
         let fc = FlowControl {
-            server_cl,
+            server_cl: AtomicU32::new(server_cl),
             observer,
             inner: Mutex::new(Inner {
                 levels: BTreeMap::new(),
@@ -258,7 +260,39 @@ impl FlowControl {
 
     /// The server concurrency limit.
     pub fn server_concurrency_limit(&self) -> u32 {
-        self.server_cl
+        self.server_cl.load(Ordering::Acquire)
+    }
+
+    /// Sets the server concurrency limit (a replica's share of a budget shared with others,
+    /// `coordination`) and recomputes every level's limits as a reload does: the nominal limits
+    /// follow `server_cl` at once, and borrowing runs. Queued and executing requests stay; a
+    /// level whose limit falls serves what it holds and dispatches nothing until it is under
+    /// its new limit. A `server_cl` of 0 is refused (the limit is left unchanged).
+    pub fn set_server_concurrency_limit(
+        &self,
+        server_cl: u32,
+        now: Instant,
+    ) -> Result<(), FlowControlError> {
+        if server_cl == 0 {
+            return Err(FlowControlError::ZeroServerConcurrency);
+        }
+        let mut inner = self.lock_inner();
+        if self.server_concurrency_limit() == server_cl {
+            return Ok(());
+        }
+        self.server_cl.store(server_cl, Ordering::Release);
+        self.recompute_limits(&mut inner, &[]);
+        self.adjust_locked(&mut inner, now);
+        Ok(())
+    }
+
+    /// `Σ NominalCL` of the current levels were the server concurrency limit `server_cl`: the
+    /// seats a replica can hand out with that limit (at least one per level with shares, since
+    /// each nominal limit is rounded up).
+    pub fn nominal_seats_for(&self, server_cl: u32) -> u32 {
+        let inner = self.lock_inner();
+        let refs: Vec<&PriorityLevel> = inner.levels.values().map(|e| e.pl.as_ref()).collect();
+        limits::nominal_cl_sum(&level_limits(server_cl, &refs))
     }
 
     /// The current configuration and levels (one read lock and an `Arc` clone).
@@ -420,7 +454,7 @@ impl FlowControl {
     fn recompute_limits(&self, inner: &mut Inner, fresh: &[String]) {
         let pls: Vec<PriorityLevelRef> = inner.levels.values().map(|e| Arc::clone(&e.pl)).collect();
         let refs: Vec<&PriorityLevel> = pls.iter().map(|p| p.as_ref()).collect();
-        let computed = level_limits(self.server_cl, &refs);
+        let computed = level_limits(self.server_concurrency_limit(), &refs);
         inner.nominal_cl_sum = limits::nominal_cl_sum(&computed);
         for (e, l) in inner.levels.values_mut().zip(computed) {
             e.limits = l;
@@ -445,8 +479,11 @@ impl FlowControl {
                 current_cl: e.current_cl,
             })
             .collect();
-        let outcome =
-            borrowing::adjust_borrowing(self.server_cl, inner.nominal_cl_sum, &mut demands);
+        let outcome = borrowing::adjust_borrowing(
+            self.server_concurrency_limit(),
+            inner.nominal_cl_sum,
+            &mut demands,
+        );
         for (e, d) in inner.levels.values_mut().zip(&demands) {
             e.stats = d.stats;
             e.current_cl = d.current_cl;

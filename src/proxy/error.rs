@@ -8,6 +8,7 @@
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
 
+use crate::auth::impersonation::ImpersonationError;
 use crate::body::{full_body, ProxyBody};
 pub use crate::status::{status_body, Status, StatusCause, StatusDetails};
 use crate::upstream::UpstreamError;
@@ -33,6 +34,10 @@ pub enum ProxyError {
         /// Shown to the caller.
         message: String,
     },
+    /// A caller's own `Impersonate-*` headers: malformed (400) or not authorized (403), with the
+    /// apiserver's message.
+    #[error(transparent)]
+    Impersonation(#[from] crate::auth::impersonation::ImpersonationError),
     /// Flow control rejected the request (429 with `Retry-After`). The message is the sentence
     /// kubectl prints for kube-apiserver's own APF rejection (a plain-text body, which client-go
     /// words with the generic message of a 429), so that both read the same.
@@ -91,7 +96,13 @@ impl ProxyError {
             ProxyError::Unauthorized { .. } | ProxyError::IdentityRefused(_) => {
                 (StatusCode::UNAUTHORIZED, "Unauthorized", None)
             }
-            ProxyError::Forbidden { .. } => (StatusCode::FORBIDDEN, "Forbidden", None),
+            ProxyError::Forbidden { .. }
+            | ProxyError::Impersonation(ImpersonationError::Forbidden(_)) => {
+                (StatusCode::FORBIDDEN, "Forbidden", None)
+            }
+            ProxyError::Impersonation(ImpersonationError::BadRequest(_)) => {
+                (StatusCode::BAD_REQUEST, "BadRequest", None)
+            }
             ProxyError::TooManyRequests {
                 retry_after_seconds,
             } => (
@@ -150,6 +161,7 @@ impl ProxyError {
             ProxyError::Unauthorized { .. }
             | ProxyError::IdentityRefused(_)
             | ProxyError::Forbidden { .. }
+            | ProxyError::Impersonation(_)
             | ProxyError::TooManyRequests { .. }
             | ProxyError::BadRequest { .. }
             | ProxyError::PayloadTooLarge { .. }

@@ -28,8 +28,7 @@ use hyper::upgrade::OnUpgrade;
 use tokio::time::Instant;
 
 use super::headers::{
-    has_impersonation, is_upgrade_request, prepare_request_headers, prepare_response_headers,
-    ForgeableHeaders,
+    is_upgrade_request, prepare_request_headers, prepare_response_headers, ForgeableHeaders,
 };
 use super::identity::{ForwardableIdentity, IdentityForwarding};
 use super::upgrade::splice_upgrades;
@@ -139,7 +138,6 @@ impl Forwarder {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        self.check_impersonation(request.headers())?;
         if ctx.identity.mode() != self.config.mode {
             return Err(ProxyError::Internal {
                 message: "the identity was checked for another forwarding mode".to_string(),
@@ -162,17 +160,6 @@ impl Forwarder {
             .send(upstream_request, auth, route, caller, deadline)
             .await?;
         Ok(relay(response, caller_upgrade, deadline))
-    }
-
-    /// Refuses a caller's own `Impersonate-*` headers in `impersonate` mode (403). See the
-    /// `headers` module documentation for why only `impersonate` mode refuses them.
-    pub fn check_impersonation(&self, headers: &http::HeaderMap) -> Result<(), ProxyError> {
-        if self.config.mode == IdentityForwarding::Impersonate && has_impersonation(headers) {
-            return Err(ProxyError::Forbidden {
-                message: "Impersonate-* headers cannot pass a proxy that itself impersonates the caller (--identity-forwarding=impersonate)".to_string(),
-            });
-        }
-        Ok(())
     }
 
     /// `None` for long-running requests and upgrades.

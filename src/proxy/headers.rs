@@ -3,21 +3,15 @@
 //!
 //! # A caller's own `Impersonate-*` headers (`kubectl --as`)
 //!
-//! The apiserver authorizes impersonation (the `impersonate` verb on users, groups, uids,
-//! userextras) for the authenticated requester, then serves and classifies the request as the
-//! impersonated user. The proxy has no authorizer, so it can neither check nor honour them itself:
+//! The pipeline has authorized them already, as the apiserver does (`auth::impersonation`), and
+//! the identity it hands over is the effective one (the impersonated user). So:
 //!
-//! - `passthrough`: forwarded untouched. The upstream authenticates the caller's own credentials
-//!   and authorizes the impersonation against them, exactly as without the proxy. The proxy
-//!   classifies by the authenticated caller (it cannot trust an unauthorized claim), which differs
-//!   from the apiserver (it classifies by the impersonated user) only in which flow is charged.
-//! - `requestheader`: forwarded untouched, for the same reason: the upstream authenticates the
-//!   caller from `X-Remote-*` (vouched for by the proxy's front-proxy certificate) and then
-//!   authorizes the impersonation against that caller.
-//! - `impersonate`: refused with 403. The proxy's own `Impersonate-*` headers carry the caller's
-//!   identity, and the apiserver has no chained impersonation: forwarding the caller's would let
-//!   a caller act with the proxy's impersonation rights; stripping them would silently run the
-//!   request as someone other than the one asked for.
+//! - `passthrough`: forwarded untouched. The upstream authenticates the caller's own token and
+//!   authorizes the impersonation again, exactly as without the proxy.
+//! - `impersonate` and `requestheader`: removed; the effective identity travels in the mode's
+//!   own headers (`Impersonate-*` with the proxy's credentials, or `X-Remote-*`). Forwarding the
+//!   caller's as well would ask the upstream to impersonate twice (it has no chained
+//!   impersonation) or, in `requestheader` mode, to let the impersonated user impersonate itself.
 //!
 //! `X-Remote-*` (and the configured requestheader names) are always stripped: only the proxy
 //! speaks for a caller's identity.
@@ -80,13 +74,6 @@ impl ForgeableHeaders {
             || self.names.contains(name)
             || self.prefixes.iter().any(|p| name_str.starts_with(p))
     }
-}
-
-/// Whether the caller asked for impersonation (any `Impersonate-*` header).
-pub fn has_impersonation(headers: &HeaderMap) -> bool {
-    headers
-        .keys()
-        .any(|k| k.as_str().starts_with(IMPERSONATE_PREFIX))
 }
 
 /// Whether the request asks for a protocol upgrade (`Connection: Upgrade` plus `Upgrade`), as
@@ -158,8 +145,8 @@ static HOP_BY_HOP: [&HeaderName; 8] = [
 /// and `requestheader` modes the caller's `Authorization` and WebSocket token subprotocol; then
 /// adds the identity headers of the mode and appends `peer` to `X-Forwarded-For`.
 ///
-/// The caller must already have refused `Impersonate-*` headers in `impersonate` mode (see the
-/// module documentation); here they are removed in that mode regardless.
+/// A caller's own `Impersonate-*` headers stay in `passthrough` mode only (see the module
+/// documentation): in the others the identity, already the effective one, replaces them.
 ///
 /// Fails, leaving no identity header added, only when the identity cannot be encoded, which
 /// [`ForwardableIdentity::check`] has ruled out already.
@@ -171,11 +158,11 @@ pub fn prepare_request_headers(
     upgrade: bool,
 ) -> Result<(), IdentityRefused> {
     let mode = identity.mode();
-    let impersonating = mode == IdentityForwarding::Impersonate;
+    let speaks_for_caller = mode != IdentityForwarding::Passthrough;
     strip_hop_by_hop_and(headers, upgrade, |name| {
         *name == HOST
             || forgeable.matches(name)
-            || (impersonating && name.as_str().starts_with(IMPERSONATE_PREFIX))
+            || (speaks_for_caller && name.as_str().starts_with(IMPERSONATE_PREFIX))
     });
     match mode {
         IdentityForwarding::Passthrough => {}

@@ -30,7 +30,9 @@ use super::rejections::{RecentRejections, Rejected};
 use super::{
     error_response, ForwardRequest, ForwardableIdentity, Forwarder, ProxyBody, ProxyError,
 };
-use crate::auth::{AuthMethod, Authenticator, Identity};
+use crate::auth::authorize::Authorizer;
+use crate::auth::impersonation::{self, ImpersonationError};
+use crate::auth::{carries_bearer_token, AuthMethod, Authenticated, Authenticator, Identity};
 use crate::classify::Classification;
 use crate::config::{FlowSchemaRef, PriorityLevelRef};
 use crate::fairqueue::controller::FlowControl;
@@ -53,6 +55,9 @@ pub static FLOW_SCHEMA_UID_HEADER: HeaderName =
 /// `X-Kubernetes-PF-PriorityLevel-UID`: its priority level's UID.
 pub static PRIORITY_LEVEL_UID_HEADER: HeaderName =
     HeaderName::from_static("x-kubernetes-pf-prioritylevel-uid");
+
+/// `Audit-Id`: the apiserver's ID of the request's audit event, on every response.
+static AUDIT_ID_HEADER: HeaderName = HeaderName::from_static("audit-id");
 
 /// kube-apiserver's default `--max-request-bytes` (3 MiB).
 pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 3 * 1024 * 1024;
@@ -87,6 +92,8 @@ fn check_body_size(
 /// Everything a request passes through.
 pub struct Proxy {
     authenticator: Arc<Authenticator>,
+    /// Authorizes callers' own `Impersonate-*` headers; without one they are refused.
+    authorizer: Option<Arc<Authorizer>>,
     flow_control: Arc<FlowControl>,
     estimator: WorkEstimator,
     forwarder: Forwarder,
@@ -147,7 +154,13 @@ struct RequestContext {
 struct Logged {
     method: http::Method,
     auth_method: Option<AuthMethod>,
+    /// The user the request runs as (the impersonated one, if any).
     user: String,
+    /// The authenticated caller when it impersonates `user` (as the apiserver's audit records
+    /// `user` and `impersonatedUser`); empty otherwise.
+    impersonator: String,
+    /// The upstream's `Audit-Id` response header: the `auditID` of its audit event.
+    audit_id: String,
     estimate: Option<WorkEstimate>,
     /// How long it waited in its queue.
     waited: Duration,
@@ -252,6 +265,7 @@ impl Proxy {
     ) -> Proxy {
         Proxy {
             authenticator,
+            authorizer: None,
             flow_control,
             estimator,
             forwarder,
@@ -262,6 +276,13 @@ impl Proxy {
             dry_run: false,
             rejections: Arc::default(),
         }
+    }
+
+    /// Authorizes callers' own `Impersonate-*` headers (`kubectl --as`) with SubjectAccessReviews
+    /// through `authorizer`, as the apiserver's impersonation filter does.
+    pub fn with_authorizer(mut self, authorizer: Arc<Authorizer>) -> Proxy {
+        self.authorizer = Some(authorizer);
+        self
     }
 
     /// Feeds every request that reaches flow control to `shadow` too (see [`Shadow`]).
@@ -342,6 +363,13 @@ impl Proxy {
             if let Some((flow_schema, priority_level)) = &ctx.classification {
                 set_pf_headers(response.headers_mut(), flow_schema, priority_level);
             }
+            if let Some(logged) = &mut ctx.logged {
+                logged.audit_id = response
+                    .headers()
+                    .get(&AUDIT_ID_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .map_or_else(String::new, str::to_owned);
+            }
             ctx.finish(response.status());
             self.metrics.inc_requests(response.status().as_u16());
             unanswered.0 = None;
@@ -391,16 +419,17 @@ impl Proxy {
         let info = Arc::new(attributes(request)?);
         ctx.info = Some(Arc::clone(&info));
         let (handling, deadlines) = Described::terms(&info, self.request_timeout)?;
-        let identity = self.authenticate(ctx, slot).await?;
+        let authenticated = self.authenticate(ctx, slot).await?;
+        // The apiserver's impersonation filter runs after authentication and before flow
+        // control: a refused impersonation never takes a seat, and an allowed one is classified
+        // as the user it runs as.
+        let identity = self.impersonate(ctx, slot, authenticated).await?;
         // Before anything else sees it: an identity the upstream would not read back unchanged
         // is refused whole, and no later stage can forward one that was not checked.
         let identity = self.forwardable(identity)?;
         let Some(request) = slot.as_ref() else {
             return Err(already_forwarded());
         };
-        // The apiserver's impersonation filter runs after authentication and before flow
-        // control: a refused impersonation never takes a seat.
-        self.forwarder.check_impersonation(request.headers())?;
         if handling == Handling::Bypass {
             // Like the apiserver: exec, attach, port-forward, proxy and log follow bypass APF.
             let response = self.forward(ctx, slot, &identity, true).await?;
@@ -569,7 +598,7 @@ impl Proxy {
         &self,
         ctx: &mut RequestContext,
         slot: &Option<Request<B>>,
-    ) -> Result<Identity, ProxyError> {
+    ) -> Result<Authenticated, ProxyError> {
         let Some(request) = slot else {
             return Err(already_forwarded());
         };
@@ -593,7 +622,7 @@ impl Proxy {
                     logged.groups =
                         serde_json::to_string(&authenticated.identity.groups).unwrap_or_default();
                 }
-                Ok(authenticated.identity)
+                Ok(authenticated)
             }
             Err(error) => {
                 tracing::debug!(%error, "Authentication failed");
@@ -602,6 +631,51 @@ impl Proxy {
                 })
             }
         }
+    }
+
+    /// The identity the request runs as: the caller's, or the one its `Impersonate-*` headers ask
+    /// for once every attribute is authorized for the caller (`auth::impersonation`).
+    ///
+    /// In `passthrough` mode the headers travel untouched and the upstream authorizes them again;
+    /// when the proxy does not authenticate tokens (the caller is `system:anonymous` here while
+    /// its token travels) it cannot name the subject the upstream will judge, so the request is
+    /// classified as the caller, as without the headers.
+    async fn impersonate<B>(
+        &self,
+        ctx: &mut RequestContext,
+        slot: &Option<Request<B>>,
+        authenticated: Authenticated,
+    ) -> Result<Identity, ProxyError> {
+        let Some(request) = slot else {
+            return Err(already_forwarded());
+        };
+        let Some(requested) = impersonation::requested(request.headers())? else {
+            return Ok(authenticated.identity);
+        };
+        if self.forwarder.mode() == super::IdentityForwarding::Passthrough
+            && authenticated.method == AuthMethod::Anonymous
+            && carries_bearer_token(request.headers())
+        {
+            return Ok(authenticated.identity);
+        }
+        let Some(authorizer) = &self.authorizer else {
+            return Err(ImpersonationError::Forbidden(
+                "impersonation cannot be authorized: the proxy has no authorizer".to_string(),
+            )
+            .into());
+        };
+        let caller = authenticated.identity;
+        let effective = impersonation::impersonate(authorizer, &caller, &requested)
+            .await
+            .inspect_err(|error| {
+                tracing::debug!(user = %caller.user, %error, "Impersonation refused");
+            })?;
+        if let Some(logged) = &mut ctx.logged {
+            logged.impersonator = std::mem::take(&mut logged.user);
+            logged.user.clone_from(&effective.user);
+            logged.groups = serde_json::to_string(&effective.groups).unwrap_or_default();
+        }
+        Ok(effective)
     }
 
     /// The identity checked for the forwarding mode; a refusal is counted by its reason.
@@ -718,6 +792,8 @@ impl RequestContext {
                     method: request.method().clone(),
                     auth_method: None,
                     user: String::new(),
+                    impersonator: String::new(),
+                    audit_id: String::new(),
                     estimate: None,
                     waited: Duration::ZERO,
                     received: std::time::SystemTime::now(),
@@ -754,6 +830,8 @@ impl RequestContext {
             target: "kube_apf_proxy::access",
             method = %logged.method,
             user = %logged.user,
+            impersonator = %logged.impersonator,
+            audit_id = %logged.audit_id,
             groups = %logged.groups,
             uri = %logged.uri,
             received = %crate::debug_dump::format_rfc3339_nano(Some(arrival)),

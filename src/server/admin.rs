@@ -65,6 +65,21 @@ impl ReadyFlag {
         self.0.ready.store(false, Ordering::Relaxed);
     }
 
+    /// Ready, with a note on how it is degraded (shown by `/readyz?verbose` after the check's
+    /// `ok`, to callers allowed to see reasons).
+    pub fn set_degraded(&self, note: String) {
+        *self.reason() = Some(note);
+        self.0.ready.store(true, Ordering::Relaxed);
+    }
+
+    /// The note of a check that passes degraded ([`set_degraded`](Self::set_degraded)).
+    pub fn degraded_note(&self) -> Option<String> {
+        if !self.is_ready() {
+            return None;
+        }
+        self.reason().clone()
+    }
+
     /// Whether `/readyz` passes now.
     pub fn is_ready(&self) -> bool {
         self.0.ready.load(Ordering::Relaxed)
@@ -117,6 +132,8 @@ pub struct AdminRoutes {
     /// The `config-source` check of `/readyz`, when the configuration comes from the cluster:
     /// false until the first list has been applied.
     pub config_source: Option<ReadyFlag>,
+    /// The `coordination` check of `/readyz`, when replicas share the budget.
+    pub coordination: Option<ReadyFlag>,
     /// Every path other than the health endpoints (`/metrics`, `/debug/...`); it answers 404
     /// itself for paths it does not know. Without it such paths get a 404 Status.
     pub other: Option<Arc<dyn Handler>>,
@@ -143,6 +160,7 @@ impl AdminRoutes {
             ready,
             upstream: None,
             config_source: None,
+            coordination: None,
             other: None,
             gate: None,
         }
@@ -159,6 +177,9 @@ impl AdminRoutes {
                 }
                 if let Some(config) = &self.config_source {
                     checks.push(Check::of("config-source", config));
+                }
+                if let Some(coordination) = &self.coordination {
+                    checks.push(Check::of("coordination", coordination));
                 }
                 checks.push(Check::of("shutdown", &self.ready));
                 checks
@@ -232,6 +253,7 @@ fn single_check(name: &str, passed: bool) -> Response<ProxyBody> {
 struct Check {
     name: &'static str,
     passed: bool,
+    /// Why it fails, or, for a check that passes degraded, how.
     reason: Option<String>,
 }
 
@@ -248,7 +270,7 @@ impl Check {
         Check {
             name,
             passed: flag.is_ready(),
-            reason: flag.failure_reason(),
+            reason: flag.failure_reason().or_else(|| flag.degraded_note()),
         }
     }
 }
@@ -264,8 +286,12 @@ fn health(path: &str, checks: &[Check], verbose: bool, show_reasons: bool) -> Re
     for check in checks {
         let name = check.name;
         if check.passed {
-            if verbose {
-                body.push_str(&format!("[+]{name} ok\n"));
+            match &check.reason {
+                Some(note) if verbose && show_reasons => {
+                    body.push_str(&format!("[+]{name} ok: {}\n", note.replace('\n', " ")))
+                }
+                _ if verbose => body.push_str(&format!("[+]{name} ok\n")),
+                _ => {}
             }
         } else {
             let reason = match &check.reason {

@@ -3,7 +3,6 @@
 
 use bytes::Bytes;
 use http::{StatusCode, Version};
-use kube_apf_proxy::config::model::derived_uid;
 use sha2::Digest;
 
 use crate::support::app::{metric_sum, request, AppBuilder, TestApp, STATIC_TOKEN};
@@ -55,12 +54,6 @@ async fn classified_get_as(
     let response = app.client_with(cert, Version::HTTP_11).send(get).await;
     assert_eq!(response.status(), StatusCode::OK);
     (pf_headers(&response).0, world.fake.last_request_to(POD))
-}
-
-/// The values of `name` in `headers`, in order.
-fn values_of(headers: &[(&str, &str)], name: &str) -> Vec<String> {
-    let named = headers.iter().filter(|(n, _)| *n == name);
-    named.map(|(_, v)| v.to_string()).collect()
 }
 
 fn impersonated(seen: &Recorded) -> (Vec<String>, Vec<String>, Vec<String>) {
@@ -343,71 +336,6 @@ async fn forged_remote_headers_from_an_anonymous_caller_are_stripped_in_passthro
     )
     .await;
     assert!(seen.header_values("x-remote-user").is_empty());
-}
-
-#[tokio::test]
-async fn a_callers_own_impersonation_is_refused_in_impersonate_mode() {
-    let world = TlsWorld::start(false).await;
-    let app = app_for(&world, "impersonate").await;
-    let mut get = request("GET", POD, Some(STATIC_TOKEN), Bytes::new());
-    get.headers_mut()
-        .insert("impersonate-user", "system:admin".parse().expect("value"));
-    let response = app.client().send(get).await;
-    assert_status(response, 403, "Forbidden").await;
-    assert!(world.fake.requests().iter().all(|r| r.path != POD));
-}
-
-#[tokio::test]
-async fn a_callers_own_impersonation_is_forwarded_untouched_in_requestheader_mode() {
-    // README: forwarded untouched, for the upstream to authorize against the real caller, whom it
-    // learns from X-Remote-* under the proxy's front-proxy certificate; the proxy classifies by
-    // that caller (the bootstrap configuration would put system:masters in `exempt`).
-    let world = TlsWorld::start(false).await;
-    let app = app_for(&world, "requestheader").await;
-    let asked = [
-        ("impersonate-user", "system:admin"),
-        ("impersonate-uid", "admin-uid"),
-        ("impersonate-group", "system:masters"),
-        ("impersonate-group", "dev"),
-        ("impersonate-extra-example.org%2fscopes", "all"),
-    ];
-    let cert = app.user_cert("dave", Some("qa"));
-    let callers: [(&str, _, _, &str, &[&str]); 2] = [
-        (
-            "static token",
-            None,
-            Some(STATIC_TOKEN),
-            "carol",
-            &["ops", "dev"],
-        ),
-        ("client certificate", Some(&cert), None, "dave", &["qa"]),
-    ];
-    for (who, cert, token, user, groups) in callers {
-        let (schema, seen) = classified_get_as(&world, &app, cert, token, &asked).await;
-        for (name, _) in asked {
-            assert_eq!(seen.header_values(name), values_of(&asked, name), "{who}");
-        }
-        assert_eq!(seen.header_values("x-remote-user"), [user], "{who}");
-        assert_eq!(
-            seen.header_values("x-remote-group"),
-            strings(groups),
-            "{who}"
-        );
-        assert!(
-            seen.header_values("authorization").is_empty(),
-            "{who}: the caller's token stays with the proxy"
-        );
-        assert!(
-            seen.peer_certificates.is_some(),
-            "{who}: front-proxy certificate"
-        );
-        let caller_schema = derived_uid("FlowSchema", "global-default");
-        assert_eq!(
-            schema,
-            Some(caller_schema),
-            "{who}: classified as the caller"
-        );
-    }
 }
 
 #[tokio::test]

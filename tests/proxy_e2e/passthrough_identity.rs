@@ -76,6 +76,17 @@ spec:
   - subjects: [{kind: User, user: {name: system:anonymous}}]
     resourceRules:
     - {verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: alice, uid: alice-fs-uid}
+spec:
+  priorityLevelConfiguration: {name: users}
+  matchingPrecedence: 100
+  rules:
+  - subjects: [{kind: User, user: {name: alice}}]
+    resourceRules:
+    - {verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true}
 "#;
 
 /// Every authenticator on, passthrough, forwarding to a TLS fake.
@@ -246,22 +257,31 @@ async fn passthrough_classifies_every_combination_as_the_credential_that_travels
             ],
             want: carol(),
         },
+        // Carol may impersonate (the fake's RBAC): classified as whom she impersonates, after the
+        // proxy's SubjectAccessReviews for her, and forwarded untouched for the upstream to check
+        // again.
         Case {
-            name: "carol's token impersonating system:admin",
+            name: "carol's token impersonating system:admin in system:masters",
             cert: None,
             token: Some(STATIC_TOKEN),
             headers: &[
                 ("impersonate-user", "system:admin"),
                 ("impersonate-group", "system:masters"),
             ],
-            want: carol(),
+            want: Want::Classified {
+                flow_schema: "exempt-fs-uid",
+                authorization: bearer(STATIC_TOKEN),
+            },
         },
         Case {
-            name: "system:masters certificate and carol's token impersonating system:admin",
+            name: "system:masters certificate and carol's token impersonating alice",
             cert: Some(&admin),
             token: Some(STATIC_TOKEN),
-            headers: &[("impersonate-user", "system:admin")],
-            want: carol(),
+            headers: &[("impersonate-user", "alice")],
+            want: Want::Classified {
+                flow_schema: "alice-fs-uid",
+                authorization: bearer(STATIC_TOKEN),
+            },
         },
         Case {
             name: "system:masters certificate impersonating system:admin",

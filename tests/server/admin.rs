@@ -99,6 +99,7 @@ async fn other_admin_paths_go_to_the_given_routes() {
         ready: ReadyFlag::new(true),
         upstream: None,
         config_source: None,
+        coordination: None,
         other: Some(Arc::new(|request: Request<Incoming>| async move {
             http::Response::new(full_body(format!("metrics for {}", request.uri().path())))
         })),

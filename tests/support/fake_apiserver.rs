@@ -8,9 +8,10 @@
 //! - `.../pods/{name}/exec|attach|portforward` with `Connection: Upgrade` → 101, then echoes bytes
 //! - `POST /apis/authentication.k8s.io/v1/tokenreviews` → a TokenReview answer from the
 //!   configured tokens
-//! - `POST /apis/authorization.k8s.io/v1/subjectaccessreviews` → allowed for user `prometheus`
-//!   or group `system:monitoring`, denied for anyone else (as the load harness's fake); 500 while
-//!   [`FakeApiserver::fail_access_reviews`] is set
+//! - `POST /apis/authorization.k8s.io/v1/subjectaccessreviews` → non-resource reviews allowed for
+//!   user `prometheus` or group `system:monitoring`, denied for anyone else (as the load harness's
+//!   fake); verb `impersonate` allowed for user `carol` only (RBAC's empty reason when denied);
+//!   500 while [`FakeApiserver::fail_access_reviews`] is set
 //! - `/apis/flowcontrol.apiserver.k8s.io/v1/...` → list, watch, get, create, replace and delete of
 //!   FlowSchemas and PriorityLevelConfigurations ([`super::fake_flowcontrol`], driven through
 //!   [`FakeApiserver::flowcontrol`])
@@ -615,7 +616,8 @@ async fn upload(mut body: Incoming, state: &State) -> Response<Body> {
     full(StatusCode::OK, "application/octet-stream", received.into())
 }
 
-/// Allowed for user `prometheus` or group `system:monitoring` (on any non-resource path).
+/// Allowed for user `prometheus` or group `system:monitoring` (on any non-resource path);
+/// `impersonate` allowed for user `carol`.
 async fn subject_access_review(request: Request<Incoming>, state: &State) -> Response<Body> {
     if state
         .access_reviews_fail
@@ -634,10 +636,14 @@ async fn subject_access_review(request: Request<Incoming>, state: &State) -> Res
         serde_json::from_slice(&body.to_bytes()).unwrap_or(serde_json::Value::Null);
     let spec = &review["spec"];
     state.access_review_specs.lock().push(spec.clone());
-    let allowed = spec["user"] == "prometheus"
-        || spec["groups"]
-            .as_array()
-            .is_some_and(|groups| groups.iter().any(|g| g == "system:monitoring"));
+    let allowed = if spec["resourceAttributes"]["verb"] == "impersonate" {
+        spec["user"] == "carol"
+    } else {
+        spec["user"] == "prometheus"
+            || spec["groups"]
+                .as_array()
+                .is_some_and(|groups| groups.iter().any(|g| g == "system:monitoring"))
+    };
     let reason = if allowed { "RBAC: allowed" } else { "" };
     json(
         StatusCode::CREATED,

@@ -104,6 +104,32 @@ fn every_level_gets_limits_and_a_queue_set_with_its_current_limit() {
 }
 
 #[test]
+fn a_new_server_limit_moves_every_nominal_limit_as_a_reload_does() {
+    let cfg = config(vec![limited("workload-low", 95, 0, queue(16, 4, 50))]);
+    let now = Instant::now();
+    let (fc, _) = FlowControl::new(&cfg, 30, now).expect("positive");
+    let nominal = |fc: &FlowControl, name: &str| {
+        fc.levels()
+            .into_iter()
+            .find(|l| l.priority_level.name == name)
+            .map(|l| (l.limits.nominal_cl, l.queues.stats().concurrency_limit))
+    };
+    assert_eq!(nominal(&fc, "workload-low"), Some((29, 29)));
+    fc.set_server_concurrency_limit(10, now).expect("positive");
+    assert_eq!(fc.server_concurrency_limit(), 10);
+    // ceil(10 × 95 / 100) and ceil(10 × 5 / 100): the queue sets follow at once.
+    assert_eq!(nominal(&fc, "workload-low"), Some((10, 10)));
+    assert_eq!(nominal(&fc, "catch-all").map(|n| n.0), Some(1));
+    assert_eq!(
+        fc.set_server_concurrency_limit(0, now),
+        Err(FlowControlError::ZeroServerConcurrency)
+    );
+    assert_eq!(fc.server_concurrency_limit(), 10, "unchanged");
+    // One seat per level with shares: the floor a replica needs.
+    assert_eq!(fc.nominal_seats_for(1), 2);
+}
+
+#[test]
 fn unusable_queuing_parameters_are_reported_and_the_level_left_out() {
     let cfg = config(vec![limited("bad", 5, 0, queue(4, 8, 50))]);
     let (fc, problems) = FlowControl::new(&cfg, 600, Instant::now()).expect("positive");

@@ -1,0 +1,261 @@
+//! A caller's own `Impersonate-*` headers (`kubectl --as`, `--as-group`) in every forwarding
+//! mode: authorized by SubjectAccessReviews for the caller (the fake lets user `carol` impersonate
+//! and no one else), classified as the impersonated user, and forwarded as the mode forwards
+//! (docs/authentication.md, "A caller's own Impersonate-* headers").
+
+use bytes::Bytes;
+use http::{StatusCode, Version};
+use kube_apf_proxy::config::model::derived_uid;
+
+use crate::support::app::{request, AppBuilder, TestApp, STATIC_TOKEN};
+use crate::support::fake_apiserver::Recorded;
+use crate::support::tls_world::{TlsWorld, PROXY_TOKEN};
+use crate::{assert_status, pf_headers};
+
+const POD: &str = "/api/v1/namespaces/ns/pods/web";
+
+/// `kubectl --as system:admin --as-group system:masters --as-group dev --as-uid admin-uid`, plus
+/// an extra.
+const AS_ADMIN: [(&str, &str); 5] = [
+    ("impersonate-user", "system:admin"),
+    ("impersonate-uid", "admin-uid"),
+    ("impersonate-group", "system:masters"),
+    ("impersonate-group", "dev"),
+    ("impersonate-extra-example.org%2fscopes", "all"),
+];
+
+async fn app_for(world: &TlsWorld, mode: &str) -> TestApp {
+    AppBuilder::for_world(world)
+        .client_ca()
+        .token_file()
+        .flag(format!("--identity-forwarding={mode}"))
+        .start()
+        .await
+}
+
+fn get_with(
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+) -> http::Request<crate::support::TestBody> {
+    let mut get = request("GET", POD, token, Bytes::new());
+    for (name, value) in headers {
+        get.headers_mut().append(
+            http::HeaderName::from_bytes(name.as_bytes()).expect("header name"),
+            value.parse().expect("header value"),
+        );
+    }
+    get
+}
+
+/// Carol's request with `headers`, over HTTP/1.1 and HTTP/2: the FlowSchema UID the proxy
+/// answered with, and the fake's record of it.
+async fn as_carol(
+    world: &TlsWorld,
+    app: &TestApp,
+    headers: &[(&str, &str)],
+) -> Vec<(Option<String>, Recorded)> {
+    let mut out = Vec::new();
+    for version in [Version::HTTP_11, Version::HTTP_2] {
+        let response = app
+            .client_with(None, version)
+            .send(get_with(Some(STATIC_TOKEN), headers))
+            .await;
+        assert_eq!(response.status(), StatusCode::OK, "{version:?}");
+        out.push((pf_headers(&response).0, world.fake.last_request_to(POD)));
+    }
+    out
+}
+
+/// The impersonation reviews the fake answered: (resource, subresource, namespace, name).
+fn impersonation_reviews(world: &TlsWorld) -> Vec<(String, String, String, String, String)> {
+    let field = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or_default().to_string();
+    world
+        .fake
+        .access_reviews()
+        .iter()
+        .filter(|spec| spec["resourceAttributes"]["verb"] == "impersonate")
+        .map(|spec| {
+            let attrs = &spec["resourceAttributes"];
+            (
+                field(spec, "user"),
+                field(attrs, "resource"),
+                field(attrs, "subresource"),
+                field(attrs, "namespace"),
+                field(attrs, "name"),
+            )
+        })
+        .collect()
+}
+
+fn review(
+    user: &str,
+    resource: &str,
+    subresource: &str,
+    namespace: &str,
+    name: &str,
+) -> (String, String, String, String, String) {
+    (
+        user.into(),
+        resource.into(),
+        subresource.into(),
+        namespace.into(),
+        name.into(),
+    )
+}
+
+#[tokio::test]
+async fn impersonate_mode_sends_the_effective_identity_with_the_proxys_credentials() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "impersonate").await;
+    for (schema, seen) in as_carol(&world, &app, &AS_ADMIN).await {
+        assert_eq!(
+            seen.header_values("authorization"),
+            [format!("Bearer {PROXY_TOKEN}")]
+        );
+        assert_eq!(seen.header_values("impersonate-user"), ["system:admin"]);
+        assert_eq!(seen.header_values("impersonate-uid"), ["admin-uid"]);
+        assert_eq!(
+            seen.header_values("impersonate-group"),
+            ["system:masters", "dev"]
+        );
+        assert_eq!(
+            seen.header_values("impersonate-extra-example.org%2fscopes"),
+            ["all"]
+        );
+        // Classified as system:admin in system:masters (the bootstrap `exempt`), not as carol.
+        assert_eq!(schema, Some(derived_uid("FlowSchema", "exempt")));
+    }
+    // One review per attribute, for carol, in the apiserver's order; the second request's
+    // answers come from the cache.
+    assert_eq!(
+        impersonation_reviews(&world),
+        [
+            review("carol", "users", "", "", "system:admin"),
+            review("carol", "uids", "", "", "admin-uid"),
+            review("carol", "groups", "", "", "system:masters"),
+            review("carol", "groups", "", "", "dev"),
+            review("carol", "userextras", "example.org/scopes", "", "all"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn requestheader_mode_sends_the_effective_identity_in_x_remote_headers() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "requestheader").await;
+    let as_sa = [("impersonate-user", "system:serviceaccount:team-a:builder")];
+    for (schema, seen) in as_carol(&world, &app, &as_sa).await {
+        assert!(seen.header_values("authorization").is_empty());
+        assert!(seen.header_values("impersonate-user").is_empty());
+        assert_eq!(
+            seen.header_values("x-remote-user"),
+            ["system:serviceaccount:team-a:builder"]
+        );
+        // A service account's groups, as the apiserver gives an impersonated one.
+        assert_eq!(
+            seen.header_values("x-remote-group"),
+            ["system:serviceaccounts", "system:serviceaccounts:team-a"]
+        );
+        assert_eq!(
+            schema,
+            Some(derived_uid("FlowSchema", "service-accounts")),
+            "classified as the service account"
+        );
+    }
+    assert_eq!(
+        impersonation_reviews(&world),
+        [review("carol", "serviceaccounts", "", "team-a", "builder")]
+    );
+}
+
+#[tokio::test]
+async fn passthrough_forwards_the_headers_untouched_and_classifies_the_impersonated_user() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "passthrough").await;
+    for (schema, seen) in as_carol(&world, &app, &AS_ADMIN).await {
+        assert_eq!(
+            seen.header_values("authorization"),
+            [format!("Bearer {STATIC_TOKEN}")]
+        );
+        for (name, _) in AS_ADMIN {
+            let sent: Vec<_> = AS_ADMIN
+                .iter()
+                .filter(|(n, _)| *n == name)
+                .map(|(_, v)| *v)
+                .collect();
+            assert_eq!(seen.header_values(name), sent, "{name}");
+        }
+        assert_eq!(schema, Some(derived_uid("FlowSchema", "exempt")));
+    }
+    assert_eq!(impersonation_reviews(&world).len(), 5);
+}
+
+#[tokio::test]
+async fn a_caller_without_the_right_gets_the_apiservers_403_in_every_mode() {
+    for mode in ["impersonate", "requestheader", "passthrough"] {
+        let world = TlsWorld::start(false).await;
+        let app = app_for(&world, mode).await;
+        let dave = app.user_cert("dave", Some("qa"));
+        let response = app
+            .client_with(Some(&dave), Version::HTTP_11)
+            .send(get_with(None, &[("impersonate-user", "alice")]))
+            .await;
+        if mode == "passthrough" {
+            // A certificate alone does not travel: refused before impersonation is judged.
+            assert_status(response, 401, "Unauthorized").await;
+            continue;
+        }
+        let status = assert_status(response, 403, "Forbidden").await;
+        assert_eq!(
+            status["message"],
+            "users \"alice\" is forbidden: User \"dave\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
+            "{mode}"
+        );
+        assert!(
+            world.fake.requests().iter().all(|r| r.path != POD),
+            "{mode}: nothing reaches the upstream"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_group_without_a_user_is_a_bad_request() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "impersonate").await;
+    let response = app
+        .client()
+        .send(get_with(
+            Some(STATIC_TOKEN),
+            &[("impersonate-group", "system:masters")],
+        ))
+        .await;
+    assert_status(response, 400, "BadRequest").await;
+    assert!(world.fake.requests().iter().all(|r| r.path != POD));
+}
+
+#[tokio::test]
+async fn passthrough_without_token_authentication_classifies_as_before() {
+    // The proxy does not authenticate tokens here: the caller is system:anonymous to it while
+    // its token travels. It cannot name the subject the upstream will judge, so it judges
+    // nothing and classifies as the caller; the upstream authorizes the headers.
+    let world = TlsWorld::start(false).await;
+    let app = AppBuilder::for_world(&world)
+        .flag("--identity-forwarding=passthrough")
+        .start()
+        .await;
+    let response = app
+        .client()
+        .send(get_with(
+            Some("any-token"),
+            &[("impersonate-user", "alice")],
+        ))
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        pf_headers(&response).0,
+        Some(derived_uid("FlowSchema", "global-default"))
+    );
+    let seen = world.fake.last_request_to(POD);
+    assert_eq!(seen.header_values("impersonate-user"), ["alice"]);
+    assert!(impersonation_reviews(&world).is_empty());
+}
