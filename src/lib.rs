@@ -12,8 +12,10 @@
 //! - `app`: the assembly of a running proxy (each room's config, configuration, reloads, admin
 //!   routes);
 //! - the features: `proxy` (the request pipeline and the one error-to-response function),
-//!   `admission` (the webhook), `simulate` (virtual-time replay), `config_source` (the cluster
-//!   as configuration); then `metrics`, the registry they all report to;
+//!   `admission` (the webhook), `simulate` (virtual-time replay), `coordination` (replicas that
+//!   share one budget through Leases; it reads watch streams with `config_source`'s decoder),
+//!   `config_source` (the cluster as configuration); then `metrics`, the registry they all
+//!   report to;
 //! - the core: `lint` (analysis, and described requests judged), `fairqueue` (queue sets, limits,
 //!   borrowing, work estimation, level queues, shadows), `classify`;
 //! - the ground: `config`, `request_info`, `auth`, `server`, `upstream`;
