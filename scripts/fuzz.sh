@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Bounded fuzzing of the parsers and header handling with cargo-fuzz (libFuzzer), one target after
 # another: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]. Prints the executions each target
-# reached and fails on any crash (the input is kept in fuzz/artifacts/<target>/).
+# reached and fails on any crash (the input is kept in fuzz/artifacts/<target>/). With
+# FUZZ_LOG_DIR set, each target's libFuzzer log is kept there as <target>.log (its last `cov:`
+# line gives the coverage and corpus size).
+#
+# A parser whose semantic property is heavy has two targets: the parser alone, fast, and the
+# property on inputs kept small (`-max_len` below, and a cut inside the harness): audit_events and
+# trace_replay, config_load and config_roundtrip, watch_stream and watch_objects, workload and
+# workload_run, queueset_scenario and queueset_scenario_run. The second reads the first's seeds.
 #
 # cargo-fuzz needs a nightly toolchain for its sanitizer flags; with only stable, it runs with
 # RUSTC_BOOTSTRAP=1 and `--sanitizer none` (coverage-guided all the same, without AddressSanitizer,
@@ -12,7 +19,9 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-20}
 shift || true
 TARGETS=("$@")
-[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(request_info config_load token_file headers selectors watch_stream exec_credential h2_frames admission_review audit_events workload)
+[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(request_info config_load config_roundtrip token_file headers
+  selectors watch_stream watch_objects exec_credential h2_frames admission_review audit_events
+  trace_replay workload workload_run queueset_scenario queueset_scenario_run)
 CARGO_FUZZ_VERSION=0.13.2
 
 if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
@@ -25,18 +34,48 @@ else
   export RUSTC_BOOTSTRAP=1; toolchain=(); sanitizer=none
 fi
 
-# Seeds: the committed ones, and every configuration fixture as YAML (selector byte 0) or JSON (1).
+# The seeds a target reads: its own, and those of the parser target whose property it checks.
+seeds_of() {
+  case $1 in
+    config_roundtrip) echo config_load ;;
+    watch_objects) echo watch_stream ;;
+    trace_replay) echo audit_events ;;
+    workload_run) echo workload ;;
+    queueset_scenario_run) echo queueset_scenario ;;
+    *) echo "$1" ;;
+  esac
+}
+# The longest input libFuzzer makes: small for the targets that run a property on what they read.
+max_len_of() {
+  case $1 in
+    config_roundtrip) echo 8193 ;;
+    trace_replay | workload_run | watch_objects | queueset_scenario_run) echo 4096 ;;
+    *) echo 65536 ;;
+  esac
+}
+
+# Seeds: the committed ones; every configuration fixture as YAML (selector byte 0) or JSON (1);
+# every workload fixture; the audit log fixture.
 for t in "${TARGETS[@]}"; do
   mkdir -p "fuzz/corpus/$t"
-  [[ -d fuzz/seeds/$t ]] && cp -n fuzz/seeds/"$t"/* "fuzz/corpus/$t/" 2>/dev/null || true
+  seeds=$(seeds_of "$t")
+  [[ -d fuzz/seeds/$seeds ]] && cp -n fuzz/seeds/"$seeds"/* "fuzz/corpus/$t/" 2>/dev/null || true
+  case $seeds in
+    config_load)
+      while IFS= read -r -d '' f; do
+        selector='\x00'; [[ $f == *.json ]] && selector='\x01'
+        name=$(echo "$f" | tr '/' '_')
+        { printf "$selector"; cat "$f"; } > "fuzz/corpus/$t/seed-$name"
+      done < <(find tests/fixtures/config config -type f \( -name '*.yaml' -o -name '*.yml' -o -name '*.json' \) -print0)
+      ;;
+    workload)
+      for f in tests/fixtures/workloads/*.yaml; do cp -n "$f" "fuzz/corpus/$t/seed-$(basename "$f")"; done
+      ;;
+    audit_events)
+      for f in tests/fixtures/audit/*.log; do cp -n "$f" "fuzz/corpus/$t/seed-$(basename "$f")"; done
+      ;;
+  esac
 done
-if [[ " ${TARGETS[*]} " == *" config_load "* ]]; then
-  while IFS= read -r -d '' f; do
-    selector='\x00'; [[ $f == *.json ]] && selector='\x01'
-    name=$(echo "$f" | tr '/' '_')
-    { printf "$selector"; cat "$f"; } > "fuzz/corpus/config_load/seed-$name"
-  done < <(find tests/fixtures/config config -type f \( -name '*.yaml' -o -name '*.yml' -o -name '*.json' \) -print0)
-fi
 
 # Every request target in the request_info unit tests, as `METHOD\nTARGET` (a bare target is a GET).
 if [[ " ${TARGETS[*]} " == *" request_info "* ]]; then
@@ -55,19 +94,20 @@ build_target=(); [[ ${#TARGETS[@]} -eq 1 ]] && build_target=("${TARGETS[0]}")
 (cd fuzz && cargo "${toolchain[@]}" fuzz build -O --sanitizer "$sanitizer" "${build_target[@]}")
 
 status=0
-printf '%-14s %12s %10s %s\n' target executions exec/s result
+printf '%-22s %12s %10s %s\n' target executions exec/s result
 for t in "${TARGETS[@]}"; do
   log=$(mktemp)
   if (cd fuzz && cargo "${toolchain[@]}" fuzz run -O --sanitizer "$sanitizer" "$t" "corpus/$t" -- \
-        -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -max_len=65536 -timeout=10 \
-        -print_final_stats=1) >"$log" 2>&1; then
+        -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -max_len="$(max_len_of "$t")" \
+        -timeout=10 -print_final_stats=1) >"$log" 2>&1; then
     result=ok
   else
     result="CRASH (see fuzz/artifacts/$t/)"; status=1; tail -40 "$log"
   fi
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
   rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
-  printf '%-14s %12s %10s %s\n' "$t" "$execs" "$rate" "$result"
+  printf '%-22s %12s %10s %s\n' "$t" "$execs" "$rate" "$result"
+  if [[ -n ${FUZZ_LOG_DIR:-} ]]; then mkdir -p "$FUZZ_LOG_DIR"; cp "$log" "$FUZZ_LOG_DIR/$t.log"; fi
   rm -f "$log"
 done
 exit $status

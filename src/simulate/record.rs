@@ -212,9 +212,14 @@ pub struct Recorder {
 }
 
 fn histogram() -> Histogram<u64> {
-    // Three significant digits over 1 µs..120 s: a few tens of KiB per histogram. The bounds are
-    // constants that `new_with_bounds` accepts (low ≥ 1, high ≥ 2 × low, sigfig ≤ 5).
-    Histogram::new_with_bounds(1, MAX_WAIT_MICROS, 3).expect("valid constant histogram bounds")
+    // Three significant digits from 1 µs, grown as longer waits are recorded (up to 120 s, where
+    // they are clamped): the buckets are those of a histogram made for the whole range at once,
+    // but a level that only sees short waits holds 16 KiB, not the 144 KiB of the whole range,
+    // which every replay (two histograms per level) would otherwise allocate and clear. The
+    // bounds are constants that `new_with_bounds` accepts (low ≥ 1, high ≥ 2 × low, sigfig ≤ 5).
+    let mut h = Histogram::new_with_bounds(1, 2, 3).expect("valid constant histogram bounds");
+    h.auto(true);
+    h
 }
 
 fn micros(d: Duration) -> u64 {
@@ -567,5 +572,30 @@ mod tests {
         assert_eq!((s.arrivals, s.dispatched), (3, 3));
         assert_eq!(s.priority_level, "workload-low");
         assert_eq!((report.requests, report.late), (3, 1));
+    }
+
+    #[test]
+    fn a_histogram_grown_as_waits_come_reads_as_one_made_for_the_whole_range() {
+        let mut whole = Histogram::<u64>::new_with_bounds(1, MAX_WAIT_MICROS, 3).expect("bounds");
+        let mut grown = histogram();
+        let mut value = 1u64;
+        for i in 0..5_000u64 {
+            // 1 µs to 120 s, spread over every magnitude, in no order.
+            value = (value * 48_271 + i) % MAX_WAIT_MICROS + 1;
+            let w = micros(Duration::from_micros(value >> (i % 27)));
+            whole.record(w).expect("in range");
+            grown.record(w).expect("grows");
+        }
+        grown.record(MAX_WAIT_MICROS).expect("grows");
+        whole.record(MAX_WAIT_MICROS).expect("in range");
+        assert_eq!(grown.len(), whole.len());
+        assert_eq!(percentiles(&grown), percentiles(&whole));
+        for q in [0.0, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0] {
+            assert_eq!(
+                grown.value_at_quantile(q),
+                whole.value_at_quantile(q),
+                "{q}"
+            );
+        }
     }
 }
