@@ -357,7 +357,9 @@ fn dashboard_from_file() -> Vec<(String, String)> {
 /// A proxy over `fake` with one seat for everything, requests that time out after 4 s (so
 /// /hang ends as an upstream timeout) and wait at most a quarter of that in their queue,
 /// impersonation, and a token file with `alice` and `mallory<DEL>` (whose identity cannot be
-/// forwarded).
+/// forwarded). Replica coordination is on, with the fake as its Lease store: the fake has no
+/// Leases (404), so the replica serves alone in fall-back with its one seat (a fall-back share is
+/// never below 1) and publishes the coordination gauges the "Replicas and shares" panel shows.
 async fn dashboard_app(fake: &support::fake_apiserver::FakeApiserver) -> support::app::TestApp {
     support::app::AppBuilder::new(&fake.url)
         .config(DASHBOARD_LEVELS)
@@ -365,6 +367,8 @@ async fn dashboard_app(fake: &support::fake_apiserver::FakeApiserver) -> support
         .flag("--max-mutating-requests-inflight=0")
         .flag("--request-timeout=4s")
         .flag("--identity-forwarding=impersonate")
+        .flag("--coordination-namespace=kube-apf-proxy")
+        .flag("--coordination-lease-duration=3s")
         .upstream_token("proxy-token")
         .token_file_with("alice-token,alice,alice-uid,\"dev\"\nmallory-token,mallory\u{7f},,\n")
         .start()
@@ -483,5 +487,10 @@ async fn every_dashboard_panel_returns_series_from_a_proxy_under_load() {
 
     dashboard_load(&app).await;
     assert_every_query_has_series(prometheus.listen, &queries).await;
+    // The coordination series come from a replica in fall-back (no Leases in the fake), the
+    // state KubeApfProxyCoordinationStale is about.
+    prometheus
+        .first_sample(r#"apf_proxy_coordination_fallback{job="kube-apf-proxy"} == 1"#)
+        .await;
     assert_alerts_evaluate(prometheus.listen).await;
 }

@@ -260,6 +260,11 @@ const SHAPES: &[Shape] = &[
         check: check_webhook,
     },
     Shape {
+        name: "coordination-off",
+        sets: &["coordination.enabled=false"],
+        check: check_coordination_off,
+    },
+    Shape {
         name: "overrides",
         sets: &[
             "fullnameOverride=apf",
@@ -269,6 +274,7 @@ const SHAPES: &[Shape] = &[
             "flowControl.configMap.create=false",
             "flowControl.configMap.name=my-flowcontrol",
             "podDisruptionBudget.enabled=false",
+            "coordination.leaseDuration=30s",
         ],
         check: check_overrides,
     },
@@ -293,6 +299,68 @@ fn check_default(render: &Render) {
         configmap["metadata"]["labels"]["kube-apf-proxy.io/flowcontrol-config"],
         "true"
     );
+    check_coordination_on(render, Duration::from_secs(15));
+}
+
+/// Replica coordination (on by default): Leases in the release's namespace, the replica named by
+/// POD_NAME from the downward API, and a Role on Leases in that namespace only, bound to the
+/// proxy's ServiceAccount; nothing about Leases in the ClusterRole.
+fn check_coordination_on(render: &Render, lease_duration: Duration) {
+    let shape = render.shape;
+    assert_eq!(
+        render.opts.coordination_namespace.as_deref(),
+        Some(render.namespace),
+        "{shape}"
+    );
+    assert_eq!(
+        render.opts.coordination_lease_duration,
+        Some(lease_duration),
+        "{shape}"
+    );
+    assert!(render.opts.replica_id.is_none(), "{shape}: from POD_NAME");
+    let env = render.pod()["containers"][0]["env"]
+        .as_sequence()
+        .expect("env");
+    let pod_name = env
+        .iter()
+        .find(|e| e["name"] == "POD_NAME")
+        .unwrap_or_else(|| panic!("{shape}: POD_NAME in {env:?}"));
+    assert_eq!(
+        pod_name["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.name"
+    );
+    let role = render.component("Role", "proxy");
+    assert_eq!(role["metadata"]["namespace"], render.namespace, "{shape}");
+    let rules = role["rules"].as_sequence().expect("rules");
+    assert_eq!(rules.len(), 1, "{shape}: {rules:?}");
+    assert_eq!(strings(&rules[0]["apiGroups"]), ["coordination.k8s.io"]);
+    assert_eq!(strings(&rules[0]["resources"]), ["leases"]);
+    assert_eq!(
+        strings(&rules[0]["verbs"]),
+        ["get", "list", "watch", "create", "update", "patch", "delete"]
+    );
+    let binding = render.component("RoleBinding", "proxy");
+    assert_eq!(binding["metadata"]["namespace"], render.namespace);
+    assert_eq!(binding["roleRef"]["kind"], "Role");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    let subject = &binding["subjects"][0];
+    assert_eq!(subject["kind"], "ServiceAccount");
+    assert_eq!(
+        subject["name"],
+        render.pod()["serviceAccountName"],
+        "{shape}"
+    );
+    assert_eq!(subject["namespace"], render.namespace);
+    assert!(!render.grants_group("coordination.k8s.io"), "{shape}");
+}
+
+/// `coordination.enabled=false`: no coordination flags, no POD_NAME, no Role.
+fn check_coordination_off(render: &Render) {
+    assert!(render.opts.coordination_namespace.is_none());
+    assert!(render.opts.coordination_lease_duration.is_none());
+    assert!(render.pod()["containers"][0]["env"].is_null());
+    assert!(!render.has("Role") && !render.has("RoleBinding"));
+    assert!(!render.grants_group("coordination.k8s.io"));
 }
 
 fn check_cluster_config(render: &Render) {
@@ -378,6 +446,7 @@ fn check_overrides(render: &Render) {
         render.pod()["volumes"][1]["configMap"]["name"],
         "my-flowcontrol"
     );
+    check_coordination_on(render, Duration::from_secs(30));
 }
 
 /// `helm template` as release `release` in `namespace` with `sets`.
@@ -680,15 +749,21 @@ async fn may_impersonate(
     allowed.trim() == "true"
 }
 
-/// A release installed by the test: its name, namespace and `--set` values; `impersonates` and
-/// `mounts_configmap` say what its values ask for.
+/// A release installed by the test: its name, namespace and `--set` values; `impersonates`,
+/// `mounts_configmap` and `coordinates` say what its values ask for.
 struct Release {
     name: &'static str,
     namespace: &'static str,
     sets: &'static [&'static str],
     impersonates: bool,
     mounts_configmap: bool,
+    coordinates: bool,
 }
+
+/// What a ServiceAccount needs on `leases.coordination.k8s.io` to coordinate.
+const LEASE_VERBS: [&str; 7] = [
+    "get", "list", "watch", "create", "update", "patch", "delete",
+];
 
 const RELEASES: [Release; 2] = [
     Release {
@@ -697,6 +772,7 @@ const RELEASES: [Release; 2] = [
         sets: &[],
         impersonates: true,
         mounts_configmap: true,
+        coordinates: true,
     },
     Release {
         name: "rt-cluster",
@@ -704,9 +780,11 @@ const RELEASES: [Release; 2] = [
         sets: &[
             "flowControl.source=cluster",
             "identityForwarding=passthrough",
+            "coordination.enabled=false",
         ],
         impersonates: false,
         mounts_configmap: false,
+        coordinates: false,
     },
 ];
 
@@ -782,6 +860,12 @@ impl Release {
         let has_configmap = objects.lines().any(|l| l == configmap);
         assert_eq!(has_configmap, self.mounts_configmap, "{objects}");
         api.admin_ok(&["get", "clusterrole", &fullname], None).await;
+        let leases = format!("{fullname}-leases");
+        for kind in ["role", "rolebinding"] {
+            let args = ["get", kind, &leases, "-n", self.namespace];
+            let out = api.admin_kubectl(&args, None).await;
+            assert_eq!(out.status.success(), self.coordinates, "{kind} {leases}");
+        }
     }
 
     /// The ServiceAccount may do what [`PERMISSIONS`] says for its mode, and impersonate UIDs
@@ -809,6 +893,19 @@ impl Release {
                 "{}: may {account} impersonate {what}?",
                 self.name
             );
+        }
+        // Leases: every verb coordination needs in its own namespace (only when on), none in
+        // another namespace (the other release's, or kube-system).
+        for verb in LEASE_VERBS {
+            for (namespace, want) in [
+                (self.namespace, self.coordinates),
+                ("kube-system", false),
+                ("default", false),
+            ] {
+                let args = [verb, "leases.coordination.k8s.io", "-n", namespace];
+                let got = can_i(api, &account, &args).await;
+                assert_eq!(got, want, "{}: can {account} {args:?}?", self.name);
+            }
         }
     }
 
