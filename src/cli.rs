@@ -57,6 +57,31 @@ pub fn load_config(config_dir: Option<&Path>) -> Result<Config, LoadFailure> {
     }
 }
 
+/// The configuration `flag` names (the embedded default without a directory). Warnings are
+/// printed on standard error as `check` prints them; an invalid configuration prints each
+/// problem, then `FLAG DIR: N problem(s)`, and is `None` (exit 1). An unreadable directory or
+/// file is an error naming `flag` once.
+pub fn load_config_named(dir: Option<&Path>, flag: &str) -> anyhow::Result<Option<Config>> {
+    use crate::config::ConfigError;
+    let shown = dir.map_or_else(|| "(embedded)".to_owned(), |d| d.display().to_string());
+    match crate::config::load(dir) {
+        Ok(loaded) => {
+            print_warnings(&loaded.warnings);
+            Ok(Some(loaded.config))
+        }
+        Err(ConfigError::Invalid { problems, warnings }) => {
+            print_warnings(&warnings);
+            problems.iter().for_each(|p| eprintln!("{p}"));
+            eprintln!("{flag} {shown}: {} problem(s)", problems.len());
+            Ok(None)
+        }
+        Err(ConfigError::ReadDir { source, .. }) => Err(anyhow::anyhow!(
+            "{flag} {shown}: cannot read the directory: {source}"
+        )),
+        Err(e) => Err(anyhow::anyhow!("{flag} {shown}: {e}")),
+    }
+}
+
 fn print_warnings(warnings: &[Problem]) {
     warnings.iter().for_each(|w| eprintln!("warning: {w}"));
 }

@@ -13,6 +13,7 @@ mod classifications;
 pub mod closed_loop;
 pub mod engine;
 mod feed;
+pub mod object_counts;
 #[doc(hidden)]
 pub mod queueset_scenario;
 pub mod record;

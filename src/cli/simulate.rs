@@ -1,10 +1,8 @@
 //! `kube-apf-proxy simulate`: replay a recorded workload through flow control in virtual time
 //! ([`crate::simulate`]) and report what it would have done — a text table, one JSON object,
 //! and optionally a self-contained HTML page with charts.
-//!
-//! Exit 0 when the replay ran (malformed trace lines are reported on standard error and skipped),
-//! 1 when a configuration or the workload file is invalid, `--strict` met a malformed line or no
-//! line of the trace could be replayed, 2 when a file or directory cannot be read.
+//! Malformed trace lines are reported on standard error and skipped; exit codes are every
+//! command's (`kube-apf-proxy --help`).
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
@@ -22,7 +20,7 @@ use crate::simulate::trace::{
     TraceInput, TraceLineError, TraceOptions, TraceReader, Window, EXPECTED_FORMATS,
 };
 use crate::simulate::workload::parse_workload;
-use crate::simulate::{replay_trace, simulate_workload, ReplayError, SimOptions};
+use crate::simulate::{object_counts, replay_trace, simulate_workload, ReplayError, SimOptions};
 
 use super::lint::Output;
 
@@ -65,11 +63,11 @@ pub enum SimInput {
 
 /// Runs the command.
 pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
-    let baseline = load(args.config_dir.as_deref(), "--config-dir")?;
+    let baseline = super::load_config_named(args.config_dir.as_deref(), "--config-dir")?;
     let candidate = args
         .compare_config_dir
         .as_deref()
-        .map(|dir| load(Some(dir), "--compare-config-dir"))
+        .map(|dir| super::load_config_named(Some(dir), "--compare-config-dir"))
         .transpose()?;
     // Both directories' problems are printed before giving up.
     let (Some(baseline), Some(candidate)) =
@@ -120,22 +118,8 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     };
     let run = &replayed.trace;
     if run.nothing_replayed() {
-        // Zeros would read as "flow control had nothing to do"; the truth is that nothing
-        // in the trace could be replayed (with --strict, the line that stopped it was said).
-        if looks_like_a_workload(trace) {
-            eprintln!(
-                "simulate: {trace}: no line could be replayed: this looks like a workload; use \
-                 `--workload {trace}`"
-            );
-        } else if !run.stopped {
-            eprintln!("simulate: {}", run.why_nothing(trace));
-        } else if run
-            .skipped
-            .kinds
-            .iter()
-            .any(|k| wants_the_formats(&k.example))
-        {
-            eprintln!("simulate: {EXPECTED_FORMATS}");
+        if let Some(why) = run.why_nothing_replayed(trace) {
+            eprintln!("simulate: {why}");
         }
         return Ok(ExitCode::from(1));
     }
@@ -147,12 +131,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     if skipped > REPORTED_LINE_ERRORS {
         eprintln!("simulate: {skipped} malformed lines skipped in all");
     }
-    if run
-        .skipped
-        .kinds
-        .iter()
-        .any(|k| wants_the_formats(&k.example))
-    {
+    if run.wants_the_formats() {
         eprintln!("simulate: {EXPECTED_FORMATS}");
     }
     if let Some(note) = run.old_form_note() {
@@ -161,22 +140,6 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     write_all(args, &replayed.reports, ReportSource::Trace(trace))?;
     // Exit 1 when --strict stopped the replay at a malformed line.
     Ok(ExitCode::from(u8::from(run.stopped)))
-}
-
-/// Whether a line's problem is that it is none of the formats (so the formats expected are
-/// worth saying, once).
-fn wants_the_formats(error: &TraceLineError) -> bool {
-    error.problem.to_string() != error.problem.brief()
-}
-
-/// Whether the file `trace` names reads as a workload file (`--workload`'s YAML), given to
-/// `--trace` by mistake. Only small files are read again.
-fn looks_like_a_workload(trace: &str) -> bool {
-    const MOST: u64 = 1 << 20;
-    let small = std::fs::metadata(trace).is_ok_and(|m| m.is_file() && m.len() <= MOST);
-    small
-        && std::fs::read_to_string(trace)
-            .is_ok_and(|text| text.contains("clients") && parse_workload(&text).is_ok())
 }
 
 /// Runs a workload file's clients through each configuration.
@@ -225,76 +188,15 @@ fn write_all(
     Ok(())
 }
 
-/// The configuration `flag` names (the embedded default without a directory). Warnings are
-/// printed on standard error as `check` prints them; an invalid configuration prints each
-/// problem, then `FLAG DIR: N problem(s)`, and is `None` (exit 1). An unreadable directory or
-/// file is an error naming `flag` once.
-fn load(dir: Option<&Path>, flag: &str) -> anyhow::Result<Option<Config>> {
-    use crate::config::ConfigError;
-    let shown = dir.map_or_else(|| "(embedded)".to_owned(), |d| d.display().to_string());
-    match crate::config::load(dir) {
-        Ok(loaded) => {
-            super::print_warnings(&loaded.warnings);
-            Ok(Some(loaded.config))
-        }
-        Err(ConfigError::Invalid { problems, warnings }) => {
-            super::print_warnings(&warnings);
-            problems.iter().for_each(|p| eprintln!("{p}"));
-            eprintln!("{flag} {shown}: {} problem(s)", problems.len());
-            Ok(None)
-        }
-        Err(ConfigError::ReadDir { source, .. }) => Err(anyhow::anyhow!(
-            "{flag} {shown}: cannot read the directory: {source}"
-        )),
-        Err(e) => Err(anyhow::anyhow!("{flag} {shown}: {e}")),
-    }
-}
-
-/// One resource's entry of `--object-counts`: a count, or a count with the average object size.
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
-enum ObjectCountEntry {
-    Count(u64),
-    #[serde(rename_all = "camelCase")]
-    Stats {
-        count: u64,
-        #[serde(default)]
-        average_object_size_bytes: u64,
-    },
-}
-
-/// Reads `--object-counts`: a YAML or JSON map from resource (`pods`, `deployments.apps`) to the
-/// number of stored objects, as the apiserver's `apiserver_storage_objects` gives them, or to
-/// `{count, averageObjectSizeBytes}` (the size as its `apiserver_resource_size_estimate_bytes`
-/// gives it: without it a list is costed as if each object had the largest size).
+/// Reads `--object-counts` (the format: [`object_counts::parse`]).
 pub fn read_object_counts(path: &Path) -> anyhow::Result<Vec<(String, ObjectStats)>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--object-counts {}: cannot read", path.display()))?;
-    let counts: std::collections::BTreeMap<String, ObjectCountEntry> = crate::yaml::from_str(&text)
-        .with_context(|| {
-            format!(
-                "{}: expected a map from resource to object count, e.g. `pods: 5000` or \
-                 `pods: {{count: 5000, averageObjectSizeBytes: 4000}}`",
-                path.display()
-            )
-        })?;
-    Ok(counts
-        .into_iter()
-        .map(|(resource, entry)| {
-            let stats = match entry {
-                ObjectCountEntry::Count(count) => ObjectStats {
-                    object_count: count,
-                    average_object_size_bytes: 0,
-                },
-                ObjectCountEntry::Stats {
-                    count,
-                    average_object_size_bytes,
-                } => ObjectStats {
-                    object_count: count,
-                    average_object_size_bytes,
-                },
-            };
-            (resource, stats)
-        })
-        .collect())
+    object_counts::parse(&text).with_context(|| {
+        format!(
+            "{}: expected a map from resource to object count, e.g. `pods: 5000` or \
+             `pods: {{count: 5000, averageObjectSizeBytes: 4000}}`",
+            path.display()
+        )
+    })
 }

@@ -99,6 +99,16 @@ struct RawClient {
 /// The URL a client calls when it names none.
 pub const DEFAULT_URL: &str = "/api/v1/namespaces/default/pods";
 
+/// Whether the file at `path` reads as a workload file (a `clients` list that parses): what
+/// `simulate` says when such a file is given as a trace. Only files up to 1 MiB are read.
+pub fn looks_like_a_workload(path: &std::path::Path) -> bool {
+    const MOST: u64 = 1 << 20;
+    let small = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() <= MOST);
+    small
+        && std::fs::read_to_string(path)
+            .is_ok_and(|text| text.contains("clients") && parse_workload(&text).is_ok())
+}
+
 /// Parses and validates a workload file's text.
 pub fn parse_workload(text: &str) -> Result<Workload, WorkloadError> {
     let raw: RawWorkload = crate::yaml::from_str(text).map_err(|e| WorkloadError {

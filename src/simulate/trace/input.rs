@@ -249,6 +249,13 @@ impl TraceRun {
         })
     }
 
+    /// Whether a skipped line was none of the formats at all, so that the formats expected are
+    /// worth saying (once).
+    pub fn wants_the_formats(&self) -> bool {
+        let unknown = |k: &SkippedKind| k.example.problem.to_string() != k.example.problem.brief();
+        self.skipped.kinds.iter().any(unknown)
+    }
+
     /// What to say of audit events of the old form, if there were any.
     pub fn old_form_note(&self) -> Option<String> {
         let events = self.stats.without_duration;
@@ -258,6 +265,24 @@ impl TraceRun {
                  before Kubernetes 1.10, no stageTimestamp): replayed as taking no time"
             )
         })
+    }
+
+    /// What to say when nothing could be replayed, zeros reading as "flow control had nothing
+    /// to do": that `trace` (its path) reads as a workload file, or what was read and what was
+    /// expected; after `--strict` stopped the reading (the line that stopped it was said), only
+    /// the formats expected, if the line was none of them.
+    pub fn why_nothing_replayed(&self, trace: &str) -> Option<String> {
+        if crate::simulate::workload::looks_like_a_workload(std::path::Path::new(trace)) {
+            Some(format!(
+                "{trace}: no line could be replayed: this looks like a workload; use \
+                 `--workload {trace}`"
+            ))
+        } else if !self.stopped {
+            Some(self.why_nothing(trace))
+        } else {
+            self.wants_the_formats()
+                .then(|| EXPECTED_FORMATS.to_string())
+        }
     }
 
     /// What a run with nothing to replay says of `trace` (its name): what was read and what
