@@ -84,8 +84,10 @@ async fn a_valid_change_is_applied_while_queued_requests_survive_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_change_is_rejected_whole_and_the_last_good_one_stays() {
     let world = World::start(10, &[]).await;
-    write(&world.config_dir().join("extra.yaml"), EXTRA_LEVEL);
+    // The broken file first: the directory's poller may look between the two writes, and then it
+    // must see a change that fails too, never the extra level alone.
     write(&world.config_dir().join("broken.yaml"), INVALID_LEVEL);
+    write(&world.config_dir().join("extra.yaml"), EXTRA_LEVEL);
     let error = world
         .app()
         .reloader()
