@@ -21,7 +21,7 @@ shift || true
 TARGETS=("$@")
 [[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(request_info config_load config_roundtrip token_file headers
   selectors watch_stream watch_objects exec_credential h2_frames admission_review audit_events
-  trace_replay workload workload_run queueset_scenario queueset_scenario_run)
+  trace_replay workload workload_run queueset_scenario queueset_scenario_run coordination_record)
 CARGO_FUZZ_VERSION=0.13.2
 
 if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then

@@ -10,6 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::WatchEvent;
 use crate::auth::Identity;
 use crate::config_source::objects::{ClusterObjects, Kind as WatchKind};
 use crate::config_source::watch_stream::{WatchDecoder, WatchStreamError};
+use crate::coordination::lease::{decode_record, encode_record};
 use crate::simulate::queueset_scenario::{run as run_scenario, Behaviour, Scenario};
 use crate::simulate::trace::{TraceEvent, TraceOptions, TraceReader, TraceStats};
 use crate::simulate::workload::Workload;
@@ -369,4 +370,25 @@ pub fn queueset_scenario_run(text: &str) {
             "dispatched in the order of their positions"
         );
     }
+}
+
+/// Reads `value` as a peer's coordination record (the Lease annotation's JSON, written by another
+/// replica: outside input). Invariants: nothing panics; a record read has a claim of at least its
+/// share and a finite, non-negative demand, and writes itself back as a value that reads into the
+/// same record.
+pub fn coordination_record(value: &str) {
+    let Some(record) = decode_record(value) else {
+        return;
+    };
+    assert!(record.claim >= record.share, "{record:?}");
+    assert!(
+        record.demand.is_finite() && record.demand >= 0.0,
+        "{record:?}"
+    );
+    let written = encode_record(&record);
+    assert_eq!(
+        decode_record(&written),
+        Some(record),
+        "written back as {written}"
+    );
 }
