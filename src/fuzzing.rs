@@ -8,12 +8,30 @@ use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::WatchEvent;
 
 use crate::auth::Identity;
+use crate::config::load::SourceFile;
+use crate::config::parse::Format;
 use crate::config_source::objects::{ClusterObjects, Kind as WatchKind};
 use crate::config_source::watch_stream::{WatchDecoder, WatchStreamError};
 use crate::coordination::lease::{decode_record, encode_record};
 use crate::simulate::queueset_scenario::{run as run_scenario, Behaviour, Scenario};
 use crate::simulate::trace::{TraceEvent, TraceOptions, TraceReader, TraceStats};
 use crate::simulate::workload::Workload;
+
+/// The configuration file the `config_load` and `config_roundtrip` inputs stand for: the first
+/// byte picks the format (even: YAML, odd: JSON), the rest is the file. `None` for no byte.
+pub fn config_file(data: &[u8]) -> Option<SourceFile> {
+    let (&selector, bytes) = data.split_first()?;
+    let (name, format) = if selector % 2 == 0 {
+        ("fuzz.yaml", Format::Yaml)
+    } else {
+        ("fuzz.json", Format::Json)
+    };
+    Some(SourceFile {
+        name: name.to_string(),
+        bytes: bytes.to_vec(),
+        format,
+    })
+}
 
 /// Parses token-file text (`--token-auth-file`'s CSV) into its `(token, identity)` records, in
 /// token order; a malformed file is an error message naming the line.

@@ -8,23 +8,13 @@
 //! dangling FlowSchemas each of whose level does not.
 #![no_main]
 
-use kube_apf_proxy::config::load::{load_sources, SourceFile};
-use kube_apf_proxy::config::parse::Format;
+use kube_apf_proxy::config::load::load_sources;
+use kube_apf_proxy::fuzzing::config_file;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&selector, bytes)) = data.split_first() else {
+    let Some(file) = config_file(data) else {
         return;
-    };
-    let (name, format) = if selector % 2 == 0 {
-        ("fuzz.yaml", Format::Yaml)
-    } else {
-        ("fuzz.json", Format::Json)
-    };
-    let file = SourceFile {
-        name: name.to_string(),
-        bytes: bytes.to_vec(),
-        format,
     };
     let Ok(loaded) = load_sources(&[file]) else {
         return;

@@ -8,6 +8,7 @@
 use kube_apf_proxy::config::load::{load_sources, SourceFile};
 use kube_apf_proxy::config::parse::Format;
 use kube_apf_proxy::config::to_yaml;
+use kube_apf_proxy::fuzzing::config_file;
 use libfuzzer_sys::fuzz_target;
 
 /// The longest file read: the rest is cut off (the largest configuration fixture is 7.3 KiB).
@@ -15,18 +16,8 @@ const MAX_BYTES: usize = 8192;
 
 fuzz_target!(|data: &[u8]| {
     let data = &data[..data.len().min(MAX_BYTES + 1)];
-    let Some((&selector, bytes)) = data.split_first() else {
+    let Some(file) = config_file(data) else {
         return;
-    };
-    let (name, format) = if selector % 2 == 0 {
-        ("fuzz.yaml", Format::Yaml)
-    } else {
-        ("fuzz.json", Format::Json)
-    };
-    let file = SourceFile {
-        name: name.to_string(),
-        bytes: bytes.to_vec(),
-        format,
     };
     let Ok(loaded) = load_sources(&[file]) else {
         return;
