@@ -88,7 +88,12 @@ pub fn decode_record(value: &str) -> Option<Record> {
         share: raw.share,
         claim: raw.claim.max(raw.share),
         demand: raw.demand.max(0.0),
-        levels: raw.levels,
+        levels: raw
+            .levels
+            .into_iter()
+            .filter(|(_, seats)| seats.is_finite())
+            .map(|(level, seats)| (level, seats.max(0.0)))
+            .collect(),
         seq: raw.seq,
     })
 }
@@ -211,6 +216,18 @@ mod tests {
         let mut lease = lease_from(body("b", &record(), 15, std::time::UNIX_EPOCH), "1");
         lease.metadata.annotations = None;
         assert_eq!(read(&lease).map(|r| r.2), Some(LeaseState::Unreadable));
+    }
+
+    #[test]
+    fn a_record_read_writes_back_as_itself_whatever_its_numbers() {
+        // Found by the coordination_record fuzz target: a 51-digit integer demand. JSON numbers
+        // must decode to the nearest f64, or the value written back decodes to another one.
+        let value = r#"{"version":1,"share":11,"claim":14,"demand":112.5,"levels":{"global-default":117643124444444444444444444444444444444444444400000}}"#;
+        let read = decode_record(value).expect("a record");
+        assert_eq!(decode_record(&encode_record(&read)), Some(read));
+        // A level's demand is a seat count like the total's: negative clamps to zero.
+        let negative = r#"{"version":1,"share":1,"claim":1,"levels":{"a":-3}}"#;
+        assert_eq!(decode_record(negative).expect("a record").levels["a"], 0.0);
     }
 
     #[test]
