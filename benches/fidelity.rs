@@ -131,6 +131,7 @@ async fn run() {
         TraceOptions {
             reorder_window: Duration::from_secs(65),
             strict: false,
+            keep_recorded_waits: false,
         },
     );
     let options = SimOptions {

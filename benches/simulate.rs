@@ -92,6 +92,7 @@ fn bench(c: &mut Criterion) {
     let trace_options = TraceOptions {
         reorder_window: Duration::from_secs(65),
         strict: false,
+        keep_recorded_waits: false,
     };
     let mut group = c.benchmark_group("simulate");
     group.sample_size(10);
@@ -137,6 +138,7 @@ fn bench(c: &mut Criterion) {
     let short_window = TraceOptions {
         reorder_window: Duration::from_secs(10),
         strict: false,
+        keep_recorded_waits: false,
     };
     group.bench_function("audit-end-to-end-10s-window", |b| {
         b.iter(|| {

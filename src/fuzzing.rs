@@ -134,6 +134,7 @@ fn trace_options(strict: bool) -> TraceOptions {
     TraceOptions {
         reorder_window: Duration::from_secs(65),
         strict,
+        keep_recorded_waits: false,
     }
 }
 

@@ -242,6 +242,11 @@ struct SimulateArgs {
     /// Stop (exit 1) at the first malformed line instead of reporting and skipping it.
     #[arg(long, conflicts_with = "workload")]
     strict: bool,
+    /// Replay each request for its recorded time as written. Without it, the queue wait the
+    /// recording server recorded (audit annotation apiserver.latency.k8s.io/apf-queue-wait, the
+    /// access log's queue_wait_ms) is taken out of the request's execution.
+    #[arg(long, conflicts_with = "workload")]
+    keep_recorded_waits: bool,
     /// `text` (tables) or `json` (one object; `{"baseline":..,"candidate":..}` when comparing).
     #[arg(long, value_enum, default_value = "text")]
     output: cli::lint::Output,
@@ -274,6 +279,7 @@ impl SimulateArgs {
             until: self.until,
             reorder_window: self.reorder_window,
             strict: self.strict,
+            keep_recorded_waits: self.keep_recorded_waits,
             output: self.output,
             report: self.report,
         })

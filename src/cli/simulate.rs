@@ -46,6 +46,8 @@ pub struct SimulateArgs {
     pub reorder_window: Option<Duration>,
     /// Stop at the first malformed line.
     pub strict: bool,
+    /// Replay recorded times as written, recorded queue waits included.
+    pub keep_recorded_waits: bool,
     /// Text or JSON on standard output.
     pub output: Output,
     /// Also write the HTML report here.
@@ -91,11 +93,14 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         let file = File::open(trace).with_context(|| format!("--trace {trace}: cannot read"))?;
         Box::new(BufReader::with_capacity(1 << 16, file))
     };
-    let trace_options = TraceOptions::new(
-        args.reorder_window,
-        args.options.request_timeout,
-        args.strict,
-    );
+    let trace_options = TraceOptions {
+        keep_recorded_waits: args.keep_recorded_waits,
+        ..TraceOptions::new(
+            args.reorder_window,
+            args.options.request_timeout,
+            args.strict,
+        )
+    };
     let reader = TraceReader::read_ahead_on_a_second_cpu(input, trace_options)
         .context("simulate: cannot start the thread that reads the trace")?;
     let window = Window {
@@ -134,7 +139,10 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     if run.wants_the_formats() {
         eprintln!("simulate: {EXPECTED_FORMATS}");
     }
-    if let Some(note) = run.old_form_note() {
+    for note in [run.old_form_note(), run.waits_kept_note()]
+        .into_iter()
+        .flatten()
+    {
         eprintln!("simulate: {note}");
     }
     write_all(args, &replayed.reports, ReportSource::Trace(trace))?;

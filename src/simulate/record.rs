@@ -12,7 +12,7 @@ use hdrhistogram::Histogram;
 
 use super::report::{
     ClientReport, FlowRejections, FlowWait, LevelReport, Rejected, Sample, SchemaReport, SimReport,
-    WaitSeconds,
+    WaitSeconds, WaitsTakenOut,
 };
 use crate::classify::WordBuildHasher;
 use crate::fairqueue::queueset::RejectReason;
@@ -537,6 +537,7 @@ impl Recorder {
             requests: self.requests,
             skipped: 0,
             skip_reasons: Vec::new(),
+            recorded_waits_taken_out: WaitsTakenOut::default(),
             bypassed: self.bypassed,
             late: self.late,
             duration_seconds: duration.as_secs_f64(),

@@ -1,10 +1,11 @@
 //! A recorded trace replayed whole: the engine's reports, completed with what reading the trace
-//! found (the lines skipped, by kind; when the replay started on the wall clock).
+//! found (the lines skipped, by kind; the recorded queue waits taken out; when the replay started
+//! on the wall clock).
 
 use std::io::BufRead;
 
 use super::engine::{simulate, SimError, SimOptions};
-use super::report::{SimReport, SkipReason};
+use super::report::{SimReport, SkipReason, WaitsTakenOut};
 use super::trace::{TraceInput, TraceLineError, TraceRun};
 use crate::config::Config;
 
@@ -43,6 +44,11 @@ where
     for report in &mut reports {
         report.start_unix_seconds = trace.wall_clock_start.map(|d| d.as_secs_f64());
         report.skipped = trace.skipped.lines;
+        let taken_out = trace.waits_taken_out();
+        report.recorded_waits_taken_out = WaitsTakenOut {
+            requests: taken_out.requests,
+            seconds: taken_out.total.as_secs_f64(),
+        };
         report.skip_reasons = trace
             .skipped
             .kinds

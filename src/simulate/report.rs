@@ -181,6 +181,18 @@ pub struct SkipReason {
     pub lines: u64,
 }
 
+/// The queue waits a trace recorded ([`TraceRequest::recorded_wait`]) that the replay took out of
+/// the requests' executions.
+///
+/// [`TraceRequest::recorded_wait`]: crate::simulate::trace::TraceRequest::recorded_wait
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct WaitsTakenOut {
+    /// Requests replayed with their recorded wait taken out.
+    pub requests: u64,
+    /// Those waits added up, in seconds.
+    pub seconds: f64,
+}
+
 /// What flow control would have done with a workload.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -191,6 +203,9 @@ pub struct SimReport {
     pub skipped: u64,
     /// Why they were skipped, one entry per kind of problem.
     pub skip_reasons: Vec<SkipReason>,
+    /// The recorded queue waits taken out of the requests replayed (none under
+    /// `--keep-recorded-waits`, and for a workload).
+    pub recorded_waits_taken_out: WaitsTakenOut,
     /// Long-running requests other than watches: they bypass flow control.
     pub bypassed: u64,
     /// Requests that arrived before one already replayed (they are replayed at once).

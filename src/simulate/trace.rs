@@ -7,6 +7,12 @@
 //! - plain trace lines: a `classify --requests` line plus `at` (seconds from any origin) and
 //!   `durationMs`.
 //!
+//! A request's recorded time includes any queue wait the recording server's flow control added:
+//! where the trace records that wait (the audit annotation
+//! `apiserver.latency.k8s.io/apf-queue-wait`, the access log's `queue_wait_ms`), the reader takes
+//! it out of the request's execution, unless [`TraceOptions::keep_recorded_waits`] (see
+//! [`TraceRequest::recorded_wait`]).
+//!
 //! The reader yields [`TraceEvent`]s in arrival order, whatever order the file has them in:
 //! audit logs and access logs are written when a request *completes*, so a reorder buffer of
 //! [`TraceOptions::reorder_window`] holds events until no earlier arrival can still come. Memory is
@@ -21,7 +27,7 @@ use std::time::Duration;
 use crate::auth::Identity;
 use crate::classify::read_bounded_line;
 
-pub use input::{SkippedKind, SkippedLines, TraceInput, TraceRun, Window};
+pub use input::{RecordedWaits, SkippedKind, SkippedLines, TraceInput, TraceRun, Window};
 pub use problem::LineProblem;
 
 /// One thing that happens in a recorded workload.
@@ -50,11 +56,20 @@ pub struct TraceRequest {
     /// logs, since the trace's own origin for trace lines.
     pub arrival: Duration,
     /// How long it took from arrival to completion, when the trace knows it now. `None` for a
-    /// long-running request whose end comes later as [`TraceEvent::Ended`].
+    /// long-running request whose end comes later as [`TraceEvent::Ended`]. The reader takes
+    /// [`recorded_wait`](Self::recorded_wait) out of it unless told to keep it.
     pub duration: Option<Duration>,
     /// For a long-running request: how long from arrival until its response head was sent
-    /// (audit stage `ResponseStarted`), when known.
+    /// (audit stage `ResponseStarted`), when known; the recorded wait taken out as from
+    /// `duration`.
     pub first_byte: Option<Duration>,
+    /// How long the recording server's flow control held it in a queue, where the trace records
+    /// it (zero where it does not): the audit annotation `apiserver.latency.k8s.io/apf-queue-wait`,
+    /// which kube-apiserver writes only for requests that took over 500 ms, or the access log's
+    /// `queue_wait_ms`. It is part of the time the trace records, not of the request's execution:
+    /// the reader takes it out of `duration` and `first_byte` (down to zero at most), unless
+    /// [`TraceOptions::keep_recorded_waits`], which replays the times as written.
+    pub recorded_wait: Duration,
     /// The HTTP method (audit events give the Kubernetes verb; it is mapped back).
     pub method: http::Method,
     /// The request target: path and query, as the apiserver received it.
@@ -65,6 +80,22 @@ pub struct TraceRequest {
     pub status: Option<u16>,
 }
 
+// === impl TraceRequest ===
+
+impl TraceRequest {
+    /// Takes [`recorded_wait`](Self::recorded_wait) out of `duration` and `first_byte`, down to
+    /// zero at most (the wait is measured apart from the timestamps the times come from).
+    pub fn take_out_recorded_wait(&mut self) {
+        let wait = self.recorded_wait;
+        for time in [&mut self.duration, &mut self.first_byte]
+            .into_iter()
+            .flatten()
+        {
+            *time = time.saturating_sub(wait);
+        }
+    }
+}
+
 /// How a trace is read.
 #[derive(Debug, Clone)]
 pub struct TraceOptions {
@@ -73,15 +104,19 @@ pub struct TraceOptions {
     pub reorder_window: Duration,
     /// Stop at the first malformed line instead of reporting and skipping it.
     pub strict: bool,
+    /// Replay each request's recorded time as written, its recorded queue wait included, instead
+    /// of taking the wait out ([`TraceRequest::recorded_wait`]).
+    pub keep_recorded_waits: bool,
 }
 
 impl TraceOptions {
     /// Options for a replay at `request_timeout`: the reorder window is `reorder_window`, or
-    /// without it the request timeout plus 5 s.
+    /// without it the request timeout plus 5 s; recorded queue waits are taken out.
     pub fn new(reorder_window: Option<Duration>, request_timeout: Duration, strict: bool) -> Self {
         TraceOptions {
             reorder_window: reorder_window.unwrap_or(request_timeout + Duration::from_secs(5)),
             strict,
+            keep_recorded_waits: false,
         }
     }
 }
@@ -322,7 +357,12 @@ impl<R: BufRead> TraceReader<R> {
             match parsed {
                 Ok(Parsed::Events(events, written)) => {
                     self.watermark = self.watermark.max(written);
-                    for event in events {
+                    for mut event in events {
+                        if let (TraceEvent::Request(r), false) =
+                            (&mut event, self.options.keep_recorded_waits)
+                        {
+                            r.take_out_recorded_wait();
+                        }
                         let key = match &event {
                             TraceEvent::Request(r) => r.arrival,
                             TraceEvent::Ended { at, .. } => *at,

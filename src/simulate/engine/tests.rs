@@ -46,6 +46,7 @@ fn request(line: u64, at_ms: u64, duration_ms: u64, method: &str, uri: &str) -> 
         arrival: Duration::from_millis(at_ms),
         duration: Some(Duration::from_millis(duration_ms)),
         first_byte: None,
+        recorded_wait: Duration::ZERO,
         method: method.parse().expect("method"),
         uri: uri.to_string(),
         identity: Identity::authenticated("alice", "", Vec::new()),

@@ -46,6 +46,7 @@ fn trace(n: u64) -> Vec<TraceEvent> {
             arrival,
             duration: (!watch).then(|| Duration::from_millis(5 + (i * 7919) % 400)),
             first_byte: None,
+            recorded_wait: Duration::ZERO,
             method: method.parse().expect("method"),
             uri,
             identity: Identity::authenticated(user, "", Vec::new()),

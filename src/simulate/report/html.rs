@@ -130,12 +130,13 @@ fn tables(page: &mut String, label: &str, report: &SimReport, labelled: bool) {
     }
     let _ = write!(
         page,
-        "<p>{} requests ({} bypassing flow control, {} replayed late, {} lines skipped); server \
-         concurrency limit {} seats.</p>",
+        "<p>{} requests ({} bypassing flow control, {} replayed late, {} lines skipped{}); \
+         server concurrency limit {} seats.</p>",
         report.requests,
         report.bypassed,
         report.late,
         report.skipped,
+        super::text::waits_taken_out(report),
         report.server_concurrency_limit
     );
     if !report.skip_reasons.is_empty() {

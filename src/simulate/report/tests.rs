@@ -83,3 +83,32 @@ fn text_gives_each_run_its_tables_and_two_runs_their_differences() {
         .expect("a row per level");
     assert!(row.contains("1 → 2"), "{row}");
 }
+
+#[test]
+fn recorded_waits_taken_out_are_said_in_text_only_when_there_were_any_and_always_in_json() {
+    let none = report(1);
+    let json: serde_json::Value =
+        serde_json::from_str(&written(&[("simulated", &none)], Format::Json)).expect("JSON");
+    assert_eq!(
+        json["recordedWaitsTakenOut"],
+        serde_json::json!({"requests": 0, "seconds": 0.0})
+    );
+    assert!(!written(&[("simulated", &none)], Format::Text).contains("recorded"));
+    let mut some = report(1);
+    some.recorded_waits_taken_out = WaitsTakenOut {
+        requests: 3,
+        seconds: 2.25,
+    };
+    let text = written(&[("simulated", &some)], Format::Text);
+    assert!(
+        text.starts_with(
+            "1 requests over 2.0 s (0 bypassing flow control, 0 arrived late, 0 lines skipped, \
+             3 recorded queue waits taken out (2.2 s)); server concurrency limit 600\n"
+        ),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&written(&[("simulated", &some)], Format::Json)).expect("JSON");
+    assert_eq!(json["recordedWaitsTakenOut"]["requests"], 3);
+    assert_eq!(json["recordedWaitsTakenOut"]["seconds"], 2.25);
+}

@@ -24,13 +24,14 @@ pub(super) fn write(runs: &[(&str, &SimReport)], out: &mut impl Write) -> io::Re
 fn write_text(report: &SimReport, out: &mut impl Write) -> io::Result<()> {
     writeln!(
         out,
-        "{} requests over {:.1} s ({} bypassing flow control, {} arrived late, {} lines skipped); \
-         server concurrency limit {}",
+        "{} requests over {:.1} s ({} bypassing flow control, {} arrived late, {} lines \
+         skipped{}); server concurrency limit {}",
         report.requests,
         report.duration_seconds,
         report.bypassed,
         report.late,
         report.skipped,
+        waits_taken_out(report),
         report.server_concurrency_limit
     )?;
     writeln!(out)?;
@@ -196,6 +197,19 @@ fn write_differences(
         )?;
     }
     writeln!(out)
+}
+
+/// `, N recorded queue waits taken out (S s)` when there were any: said only then, so that a
+/// trace without them reads as before.
+pub(super) fn waits_taken_out(report: &SimReport) -> String {
+    let waits = report.recorded_waits_taken_out;
+    if waits.requests == 0 {
+        return String::new();
+    }
+    format!(
+        ", {} recorded queue waits taken out ({:.1} s)",
+        waits.requests, waits.seconds
+    )
 }
 
 fn secs(s: f64) -> String {

@@ -2,8 +2,11 @@
 //! target `kube_apf_proxy::access` (written by the pipeline when a response starts).
 //!
 //! The log knows each request's queue wait and execution: `received` is its arrival at flow
-//! control (after authentication) and `execution_ms` runs from the grant of its seats to its
-//! response head, which is what is replayed (older lines: `duration_ms − queue_wait_ms`). A watch's line is written when its response head is sent, so
+//! control (after authentication), `queue_wait_ms` its [`TraceRequest::recorded_wait`], and
+//! `execution_ms` runs from the grant of its seats to its response head (older lines:
+//! `duration_ms − queue_wait_ms`). As written, a request takes the wait plus the execution from its
+//! arrival; the reader replays the execution alone unless told to keep the recorded waits. A
+//! watch's line is written when its response head is sent, so
 //! its duration is the time until it was initialised; how long it then stayed open is not logged.
 //! Requests that never reached flow control (refused by authentication, bad URLs) have no FlowSchema
 //! and are skipped, as the apiserver never classifies them either.
@@ -83,13 +86,17 @@ pub(super) fn parse_line(line: &[u8], number: u64) -> Result<Parsed, LineProblem
         Some(ms) => millis(ms),
         None => total.saturating_sub(waited),
     };
+    // As written, from the arrival at flow control: the wait, then the execution. The reader
+    // takes the wait out again unless told to keep it, as it does for audit events.
+    let recorded = executed + waited;
     let watch = l.verb.as_deref() == Some("watch");
     let request = TraceRequest {
         line: number,
         key: number.to_string(),
         arrival,
-        duration: Some(executed),
-        first_byte: watch.then_some(executed),
+        duration: Some(recorded),
+        first_byte: watch.then_some(recorded),
+        recorded_wait: waited,
         method,
         uri,
         identity: Identity {

@@ -5,6 +5,19 @@
 //! is only generated for long-running requests (watches): the request is replayed from it, open
 //! ended, and its `ResponseComplete` (or `Panic`) ends it; any other request is replayed from its
 //! `ResponseComplete` or `Panic`, with the time between arrival and that stage as its duration.
+//!
+//! That duration includes the request's wait in the apiserver's APF queues. The apiserver writes
+//! the wait into the event as the annotation `apiserver.latency.k8s.io/apf-queue-wait`, a Go
+//! duration string (`k8s.io/apiserver/pkg/endpoints/filters/audit.go`, `writeLatencyToAnnotation`,
+//! from the latency trackers of `pkg/endpoints/request/webhook_duration.go`): only on the
+//! `ResponseComplete` stage of a request that took over 500 ms, and only when it waited. It is the
+//! request's [`TraceRequest::recorded_wait`]; a value that is not a duration makes the line
+//! malformed, as a bad timestamp does. The other `apiserver.latency.k8s.io/*` annotations (etcd,
+//! webhooks, authentication, serialization, `total`) are part of the execution and are not read.
+//!
+//! Where we differ: a watch's wait is written only on its `ResponseComplete`, which comes after
+//! the watch was replayed from its `ResponseStarted`; a watch keeps its wait in its time until
+//! initialised.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
@@ -44,6 +57,15 @@ struct Event<'a> {
     /// `audit.k8s.io/v1alpha1` and `v1beta1` before Kubernetes 1.10: when the request arrived.
     #[serde(default, borrow)]
     timestamp: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    annotations: Option<Annotations<'a>>,
+}
+
+/// The annotations read; the others are skipped without being kept.
+#[derive(Deserialize)]
+struct Annotations<'a> {
+    #[serde(default, borrow, rename = "apiserver.latency.k8s.io/apf-queue-wait")]
+    apf_queue_wait: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -248,6 +270,11 @@ fn one(event: Event<'_>) -> Result<Record, LineProblem> {
                 user.groups,
             )
         };
+        let recorded_wait = match event.annotations.and_then(|a| a.apf_queue_wait) {
+            Some(wait) => crate::duration::parse_duration(&wait)
+                .map_err(|e| LineProblem::RecordedWait(e.to_string()))?,
+            None => Duration::ZERO,
+        };
         let elapsed = written.saturating_sub(received);
         let (duration, first_byte) = if started {
             (None, Some(elapsed))
@@ -260,6 +287,7 @@ fn one(event: Event<'_>) -> Result<Record, LineProblem> {
             arrival: received,
             duration,
             first_byte,
+            recorded_wait,
             method,
             uri: uri.into_owned(),
             identity,

@@ -1,6 +1,7 @@
 //! A trace as a replay takes it ([`TraceInput`]): the reader's events within the `--from` /
 //! `--until` window, and beside them what reading found ([`TraceRun`]): the lines skipped, by
-//! kind of problem, and when the replay started on the wall clock.
+//! kind of problem, the queue waits the trace records for the requests replayed, and when the
+//! replay started on the wall clock.
 
 use std::io::BufRead;
 use std::time::Duration;
@@ -38,6 +39,15 @@ pub struct SkippedKind {
     pub lines: u64,
 }
 
+/// The requests replayed whose trace records a queue wait ([`TraceRequest::recorded_wait`](super::TraceRequest::recorded_wait)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordedWaits {
+    /// How many.
+    pub requests: u64,
+    /// Their waits, added up.
+    pub total: Duration,
+}
+
 /// What reading a trace found, once the replay has taken its events.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceRun {
@@ -56,6 +66,10 @@ pub struct TraceRun {
     pub in_window: u64,
     /// From the trace's first arrival to its last (zero with one request, `None` with none).
     pub span: Option<Duration>,
+    /// The recorded queue waits of the requests the window let through.
+    pub recorded_waits: RecordedWaits,
+    /// They were replayed as written ([`TraceOptions::keep_recorded_waits`](super::TraceOptions::keep_recorded_waits)), not taken out.
+    pub waits_kept: bool,
 }
 
 /// The events of a trace, in arrival order, within a [`Window`]; malformed lines are counted
@@ -71,6 +85,7 @@ pub struct TraceInput<R, F> {
     /// The latest arrival read, and how many requests the window let through.
     last: Option<Duration>,
     in_window: u64,
+    recorded_waits: RecordedWaits,
     skipped: SkippedLines,
     strict: bool,
     stopped: bool,
@@ -101,6 +116,7 @@ impl<R: BufRead, F: FnMut(&TraceLineError)> TraceInput<R, F> {
             first: None,
             last: None,
             in_window: 0,
+            recorded_waits: RecordedWaits::default(),
             skipped: SkippedLines::default(),
             strict,
             stopped: false,
@@ -132,6 +148,8 @@ impl<R: BufRead, F: FnMut(&TraceLineError)> TraceInput<R, F> {
                 .origin
                 .zip(self.last)
                 .map(|(origin, last)| last.saturating_sub(origin)),
+            recorded_waits: self.recorded_waits,
+            waits_kept: self.reader.options.keep_recorded_waits,
         })
     }
 
@@ -150,6 +168,10 @@ impl<R: BufRead, F: FnMut(&TraceLineError)> TraceInput<R, F> {
             }
             if self.window.from.is_none_or(|from| offset >= from) {
                 self.in_window += 1;
+                if !request.recorded_wait.is_zero() {
+                    self.recorded_waits.requests += 1;
+                    self.recorded_waits.total += request.recorded_wait;
+                }
                 return Some(event);
             }
         }
@@ -254,6 +276,28 @@ impl TraceRun {
     pub fn wants_the_formats(&self) -> bool {
         let unknown = |k: &SkippedKind| k.example.problem.to_string() != k.example.problem.brief();
         self.skipped.kinds.iter().any(unknown)
+    }
+
+    /// The recorded queue waits taken out of the requests replayed: none when they were kept.
+    pub fn waits_taken_out(&self) -> RecordedWaits {
+        if self.waits_kept {
+            RecordedWaits::default()
+        } else {
+            self.recorded_waits
+        }
+    }
+
+    /// What to say of recorded queue waits replayed as written, if there were any.
+    pub fn waits_kept_note(&self) -> Option<String> {
+        let waits = self.recorded_waits;
+        (self.waits_kept && waits.requests > 0).then(|| {
+            format!(
+                "{} requests have a recorded queue wait ({:.1} s in all), replayed as part of \
+                 their execution (--keep-recorded-waits)",
+                waits.requests,
+                waits.total.as_secs_f64()
+            )
+        })
     }
 
     /// What to say of audit events of the old form, if there were any.

@@ -44,6 +44,7 @@ pub(super) fn parse_line(line: &[u8], number: u64) -> Result<Parsed, LineProblem
         arrival,
         duration: Some(duration),
         first_byte,
+        recorded_wait: Duration::ZERO,
         method,
         uri: l.request.target().to_string(),
         identity: l.request.identity(),

@@ -32,6 +32,9 @@ pub enum LineProblem {
     /// An audit event whose verb no HTTP method stands behind (impersonation, proxy verbs).
     #[error("verb {0:?} has no HTTP method")]
     NoHttpMethod(String),
+    /// An audit event whose recorded queue wait is not a Go duration (what is wrong with it).
+    #[error("annotations[\"apiserver.latency.k8s.io/apf-queue-wait\"]: {0}")]
+    RecordedWait(String),
     /// A timestamp that is not RFC 3339, or before 1970 (what is wrong with it).
     #[error("{0}")]
     Timestamp(String),

@@ -12,6 +12,7 @@ fn reader(text: &str, window: Duration) -> TraceReader<Cursor<Vec<u8>>> {
     let options = TraceOptions {
         reorder_window: window,
         strict: false,
+        keep_recorded_waits: false,
     };
     TraceReader::new(Cursor::new(text.as_bytes().to_vec()), options)
 }
@@ -24,6 +25,7 @@ fn read_all(text: &str, window: Duration) -> (Vec<TraceEvent>, Vec<TraceLineErro
     let options = TraceOptions {
         reorder_window: window,
         strict: false,
+        keep_recorded_waits: false,
     };
     for sharing in [
         ahead::Sharing::WhenIdle,
@@ -412,6 +414,7 @@ fn strict_stops_at_the_first_malformed_line() {
     let options = TraceOptions {
         reorder_window: Duration::from_secs(60),
         strict: true,
+        keep_recorded_waits: false,
     };
     let items: Vec<_> = TraceReader::new(Cursor::new(text.as_bytes().to_vec()), options).collect();
     assert_eq!(items.len(), 1);
@@ -549,6 +552,7 @@ fn reading_ahead_under_strict_stops_at_the_same_line_and_a_dropped_reader_stops_
     let options = TraceOptions {
         reorder_window: Duration::from_secs(1),
         strict: true,
+        keep_recorded_waits: false,
     };
     let text = long_trace(3_000);
     let collect = |r: &mut dyn Iterator<Item = Result<TraceEvent, TraceError>>| {
@@ -591,6 +595,7 @@ fn a_read_error_ends_both_readers_after_the_same_events() {
     let options = TraceOptions {
         reorder_window: Duration::from_secs(1),
         strict: false,
+        keep_recorded_waits: false,
     };
     let run = |ahead: Option<ahead::Sharing>| {
         let input = std::io::BufReader::new(FailingAfter {
@@ -639,6 +644,7 @@ fn a_panic_on_the_reading_thread_is_the_callers_not_a_short_trace() {
     let options = TraceOptions {
         reorder_window: Duration::from_secs(1),
         strict: false,
+        keep_recorded_waits: false,
     };
     let input = std::io::BufReader::new(PanickingAfter {
         data: Cursor::new(long_trace(300).into_bytes()),
@@ -646,4 +652,132 @@ fn a_panic_on_the_reading_thread_is_the_callers_not_a_short_trace() {
     let reader = TraceReader::read_ahead(input, options).unwrap();
     // Before, the thread's end read as the input's: 300 requests, and no sign of trouble.
     let _ = reader.count();
+}
+
+/// FIXTURE's request `a1` (12 ms as written) with its annotations replaced by `annotations`.
+fn a1_annotated(annotations: &str) -> String {
+    let line = FIXTURE.lines().nth(1).expect("a1");
+    let from = line.find("\"annotations\":").expect("annotations");
+    format!("{}\"annotations\":{annotations}}}", &line[..from])
+}
+
+fn keeping(text: &str, keep_recorded_waits: bool) -> (Vec<TraceEvent>, Vec<TraceLineError>) {
+    let options = TraceOptions {
+        keep_recorded_waits,
+        ..TraceOptions::new(Some(Duration::ZERO), Duration::from_secs(60), false)
+    };
+    let (events, errors, _) = drain(TraceReader::new(
+        Cursor::new(text.as_bytes().to_vec()),
+        options,
+    ));
+    (events, errors)
+}
+
+#[test]
+fn an_audit_events_recorded_queue_wait_is_taken_out_of_its_execution_unless_kept() {
+    const WAIT: &str = "apiserver.latency.k8s.io/apf-queue-wait";
+    // (annotations, recorded wait, replayed by default, replayed when kept)
+    let cases = [
+        (
+            format!(r#"{{"{WAIT}":"4.5ms","apiserver.latency.k8s.io/total":"12ms"}}"#),
+            Duration::from_micros(4_500),
+            Duration::from_micros(7_500),
+        ),
+        // Longer than the time recorded (measured apart from the timestamps): down to zero.
+        (
+            format!(r#"{{"{WAIT}":"1.234567891s"}}"#),
+            Duration::from_nanos(1_234_567_891),
+            Duration::ZERO,
+        ),
+        (
+            format!(r#"{{"{WAIT}":"0s"}}"#),
+            Duration::ZERO,
+            Duration::from_millis(12),
+        ),
+        // Without the annotation (the apiserver writes it only over 500 ms), or with none.
+        (
+            r#"{"authorization.k8s.io/decision":"allow"}"#.to_string(),
+            Duration::ZERO,
+            Duration::from_millis(12),
+        ),
+        (
+            "null".to_string(),
+            Duration::ZERO,
+            Duration::from_millis(12),
+        ),
+    ];
+    for (annotations, wait, replayed) in cases {
+        let line = a1_annotated(&annotations);
+        let (events, errors) = keeping(&line, false);
+        assert!(errors.is_empty(), "{annotations}: {errors:?}");
+        let r = requests(&events)[0];
+        assert_eq!(r.recorded_wait, wait, "{annotations}");
+        assert_eq!(r.duration, Some(replayed), "{annotations}");
+        assert_eq!(r.first_byte, None, "{annotations}");
+        let (kept, _) = keeping(&line, true);
+        let r = requests(&kept)[0];
+        assert_eq!(r.duration, Some(Duration::from_millis(12)), "{annotations}");
+        assert_eq!(r.recorded_wait, wait, "{annotations}");
+    }
+}
+
+#[test]
+fn a_recorded_queue_wait_that_is_no_duration_makes_the_line_malformed_naming_the_field() {
+    for value in ["soon", "-1s", "5", "1.5 s"] {
+        let line = a1_annotated(&format!(
+            r#"{{"apiserver.latency.k8s.io/apf-queue-wait":"{value}"}}"#
+        ));
+        let (events, errors) = keeping(
+            &format!("{line}\n{}\n", FIXTURE.lines().nth(1).expect("a1")),
+            false,
+        );
+        assert_eq!(requests(&events).len(), 1, "{value}: the next line is read");
+        assert_eq!(errors.len(), 1, "{value}");
+        assert_eq!(errors[0].line, 1);
+        assert!(
+            matches!(&errors[0].problem, LineProblem::RecordedWait(why) if why.contains(value)),
+            "{value}: {}",
+            errors[0].problem
+        );
+        assert!(
+            errors[0]
+                .to_string()
+                .starts_with("line 1: annotations[\"apiserver.latency.k8s.io/apf-queue-wait\"]: "),
+            "{}",
+            errors[0]
+        );
+        // One kind of problem, whatever the value.
+        assert!(errors[0]
+            .problem
+            .same_kind(&LineProblem::RecordedWait(String::new())));
+    }
+    // On the stage that ends an open watch, only the end is read: a bad wait there is no
+    // problem (it could not be taken out of what was already replayed).
+    let watch: Vec<&str> = FIXTURE.lines().filter(|l| l.contains("\"w1\"")).collect();
+    let end = watch[2].replace(
+        "\"annotations\":{",
+        "\"annotations\":{\"apiserver.latency.k8s.io/apf-queue-wait\":\"soon\",",
+    );
+    assert_ne!(end, watch[2]);
+    let (events, errors) = keeping(&format!("{}\n{end}\n", watch[1]), false);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(matches!(
+        events[..],
+        [TraceEvent::Request(_), TraceEvent::Ended { .. }]
+    ));
+}
+
+#[test]
+fn an_access_logs_queue_wait_is_taken_out_unless_kept_as_an_audit_events_is() {
+    let access = r#"{"target":"kube_apf_proxy::access","method":"GET","user":"alice","groups":"[]","uri":"/api/v1/pods?watch=true","received":"2026-11-24T10:00:00.050000000Z","verb":"watch","flow_schema":"global-default","queue_wait_ms":20.0,"status":200,"duration_ms":50.0,"execution_ms":12.5}"#;
+    let (events, _) = keeping(access, false);
+    let r = requests(&events)[0];
+    assert_eq!(r.recorded_wait, Duration::from_millis(20));
+    assert_eq!(r.duration, Some(Duration::from_micros(12_500)));
+    assert_eq!(r.first_byte, Some(Duration::from_micros(12_500)));
+    // As written, from the arrival at flow control: the wait, then the execution.
+    let (kept, _) = keeping(access, true);
+    let r = requests(&kept)[0];
+    assert_eq!(r.duration, Some(Duration::from_micros(32_500)));
+    assert_eq!(r.first_byte, Some(Duration::from_micros(32_500)));
 }

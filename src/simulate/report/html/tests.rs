@@ -54,6 +54,7 @@ fn report(levels: Vec<LevelReport>) -> SimReport {
             example: "line 1: not a JSON object (EOF while parsing)".to_string(),
             lines: 1,
         }],
+        recorded_waits_taken_out: crate::simulate::report::WaitsTakenOut::default(),
         bypassed: 0,
         late: 0,
         duration_seconds: 60.0,

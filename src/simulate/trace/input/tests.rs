@@ -171,3 +171,52 @@ fn nothing_replayed_says_what_was_read_and_the_formats_once() {
         format!("-: no line could be replayed (it is empty); {EXPECTED_FORMATS}")
     );
 }
+
+#[test]
+fn the_recorded_waits_of_the_requests_replayed_are_counted_and_said_when_kept() {
+    let waited = |id: &str, wait: &str| {
+        AUDIT
+            .lines()
+            .nth(1)
+            .expect("a1")
+            .replace("\"a1\"", &format!("\"{id}\""))
+            .replace(
+                "\"annotations\":{",
+                &format!(
+                    "\"annotations\":{{\"apiserver.latency.k8s.io/apf-queue-wait\":\"{wait}\","
+                ),
+            )
+    };
+    let text = [
+        waited("x1", "1.5s"),
+        waited("x2", "250ms"),
+        AUDIT.lines().nth(1).expect("a1").to_string(),
+    ]
+    .join("\n");
+    let (events, _, run) = read(&text, Window::default(), false);
+    assert_eq!(events.len(), 3);
+    let two = RecordedWaits {
+        requests: 2,
+        total: Duration::from_millis(1_750),
+    };
+    assert_eq!((run.recorded_waits, run.waits_kept), (two, false));
+    assert_eq!(run.waits_taken_out(), two);
+    assert_eq!(run.waits_kept_note(), None);
+    let options = TraceOptions {
+        keep_recorded_waits: true,
+        ..TraceOptions::new(Some(Duration::ZERO), Duration::from_secs(60), false)
+    };
+    let reader = TraceReader::new(Cursor::new(text.into_bytes()), options);
+    let mut input = TraceInput::new(reader, Window::default(), |_: &TraceLineError| {});
+    assert_eq!(input.by_ref().count(), 3);
+    let run = input.finish().expect("read");
+    assert_eq!(run.recorded_waits, two);
+    assert_eq!(run.waits_taken_out(), RecordedWaits::default());
+    assert_eq!(
+        run.waits_kept_note().as_deref(),
+        Some(
+            "2 requests have a recorded queue wait (1.8 s in all), replayed as part of their \
+             execution (--keep-recorded-waits)"
+        )
+    );
+}
