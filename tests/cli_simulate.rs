@@ -608,3 +608,110 @@ fn every_documented_example_report_draws_the_peaks_its_tables_state() {
         render(&report, &html, dir.path());
     }
 }
+
+/// An audit event of alice's GET at `received_ms`, recorded as taking `took_ms`, of which
+/// `wait` (a Go duration) was the apiserver's APF queue wait.
+fn audit_get(id: &str, received_ms: u64, took_ms: u64, wait: Option<&str>) -> String {
+    let stamp = |ms: u64| format!("2026-11-24T10:00:{:02}.{:03}000Z", ms / 1000, ms % 1000);
+    let annotations = wait.map_or(String::new(), |w| {
+        format!(
+            r#","annotations":{{"apiserver.latency.k8s.io/apf-queue-wait":"{w}","apiserver.latency.k8s.io/total":"{took_ms}ms"}}"#
+        )
+    });
+    format!(
+        r#"{{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"{id}","stage":"ResponseComplete","requestURI":"/api/v1/namespaces/a/pods/p","verb":"get","user":{{"username":"alice","groups":["system:authenticated"]}},"requestReceivedTimestamp":"{}","stageTimestamp":"{}","responseStatus":{{"code":200}}{annotations}}}"#,
+        stamp(received_ms),
+        stamp(received_ms + took_ms)
+    ) + "\n"
+}
+
+#[test]
+fn recorded_queue_waits_are_taken_out_unless_kept_and_the_report_counts_them() {
+    let (_config, narrow) = config_dir(ONE_SEAT);
+    let narrow = narrow.display().to_string();
+    // On one seat: a1 took 2 s as written, 1.9 s of it waiting in the recording apiserver's
+    // queue; a2 arrives 0.5 s after it. Executing 0.1 s, a1 leaves the seat to a2.
+    let log = audit_get("a1", 0, 2000, Some("1.9s")) + &audit_get("a2", 500, 100, None);
+    let (_trace, trace) = temp_trace(&log);
+    let json = |extra: &[&str]| {
+        let mut args = vec!["simulate", "--trace", &trace, "--config-dir", &narrow];
+        args.extend(["--output", "json"]);
+        args.extend(extra);
+        let (code, out, err) = run(&args, None);
+        assert_eq!(code, Some(0), "{err}");
+        let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+        let level = report["priorityLevels"]
+            .as_array()
+            .expect("levels")
+            .iter()
+            .find(|l| l["name"] == "narrow")
+            .expect("narrow")
+            .clone();
+        (level, report["recordedWaitsTakenOut"].clone(), err)
+    };
+    let (level, taken_out, err) = json(&[]);
+    assert_eq!(
+        (
+            level["dispatched"].as_u64(),
+            level["rejected"]["concurrency-limit"].as_u64()
+        ),
+        (Some(2), Some(0))
+    );
+    assert_eq!(
+        taken_out,
+        serde_json::json!({"requests": 1, "seconds": 1.9})
+    );
+    assert!(err.is_empty(), "{err}");
+    let (level, taken_out, err) = json(&["--keep-recorded-waits"]);
+    assert_eq!(
+        (
+            level["dispatched"].as_u64(),
+            level["rejected"]["concurrency-limit"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        taken_out,
+        serde_json::json!({"requests": 0, "seconds": 0.0})
+    );
+    assert!(
+        err.contains("1 requests have a recorded queue wait (1.9 s in all), replayed as part of their execution (--keep-recorded-waits)"),
+        "{err}"
+    );
+    // The text and the HTML report say it beside the lines skipped.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let html = dir.path().join("report.html");
+    let html_arg = html.display().to_string();
+    let args = [
+        "simulate",
+        "--trace",
+        &trace,
+        "--config-dir",
+        &narrow,
+        "--report",
+        &html_arg,
+    ];
+    let (code, out, err) = run(&args, None);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.starts_with("2 requests over 0.6 s (0 bypassing flow control, 0 arrived late, 0 lines skipped, 1 recorded queue waits taken out (1.9 s)); "),
+        "{out}"
+    );
+    let page = std::fs::read_to_string(&html).expect("the report");
+    assert!(
+        page.contains("0 lines skipped, 1 recorded queue waits taken out (1.9 s)"),
+        "{page}"
+    );
+    // Nothing to keep in a workload.
+    let (code, _, err) = run(
+        &["simulate", "--workload", &trace, "--keep-recorded-waits"],
+        None,
+    );
+    assert_eq!(code, Some(2), "{err}");
+    let (code, out, _) = run(&["simulate", "--help"], None);
+    assert_eq!(code, Some(0));
+    assert!(
+        out.contains("--keep-recorded-waits") && out.contains("Exit codes"),
+        "{out}"
+    );
+}
