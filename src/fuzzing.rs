@@ -160,7 +160,8 @@ fn event_time(event: &TraceEvent) -> Duration {
 /// the caller's thread, and returns the events yielded. Invariants: nothing panics; the counts
 /// are those of what was yielded (requests, malformed lines, events out of arrival order); under
 /// `--strict` the reader yields the same up to and including the first malformed line, and
-/// nothing after it.
+/// nothing after it; keeping the recorded queue waits yields the same but for the waits taken
+/// out.
 pub fn trace_read(bytes: &[u8]) -> Vec<TraceEvent> {
     let (items, stats) = read_all(TraceReader::new(bytes, trace_options(false)));
     let malformed = items.iter().filter(|item| item.is_err()).count() as u64;
@@ -190,6 +191,20 @@ pub fn trace_read(bytes: &[u8]) -> Vec<TraceEvent> {
         strict,
         items[..through_first_error],
         "--strict yields the same up to the first malformed line"
+    );
+    let keeping = TraceOptions {
+        keep_recorded_waits: true,
+        ..trace_options(false)
+    };
+    let (mut kept, _) = read_all(TraceReader::new(bytes, keeping));
+    for item in &mut kept {
+        if let Ok(TraceEvent::Request(r)) = item {
+            r.take_out_recorded_wait();
+        }
+    }
+    assert_eq!(
+        kept, items,
+        "kept or taken out, the recorded waits are all that differs"
     );
     events
 }

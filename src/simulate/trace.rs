@@ -30,8 +30,9 @@ use crate::classify::read_bounded_line;
 pub use input::{RecordedWaits, SkippedKind, SkippedLines, TraceInput, TraceRun, Window};
 pub use problem::LineProblem;
 
-/// One thing that happens in a recorded workload.
+/// One thing that happens in a recorded workload. Requests are nearly all of them: not boxed.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)]
 pub enum TraceEvent {
     /// A request arrives.
     Request(TraceRequest),
