@@ -5,11 +5,12 @@
         prints simulate's --object-counts for ConfigMaps from the apiserver's /metrics text: what
         its list estimate reads (apiserver_resource_objects, apiserver_resource_size_estimate_bytes).
     real-apf-simulate.py traces AUDIT_LOG METRICS OUT_DIR
-        writes OUT_DIR/audit-nowait.log: each request's recorded APF queue wait (audit annotation
-        apiserver.latency.k8s.io/apf-queue-wait, written for requests over 500 ms) taken out of its
-        execution; and OUT_DIR/audit-calibrated.log: that, with the executions of the bench flows'
+        writes OUT_DIR/audit-calibrated.log: the log with the executions of the bench flows'
         dispatched requests scaled so that they add up to the execution time the apiserver measured
-        itself for level bench (apiserver_flowcontrol_request_execution_seconds_sum).
+        itself for level bench (apiserver_flowcontrol_request_execution_seconds_sum). An execution
+        is what simulate replays by default: the recorded time less the recorded APF queue wait
+        (audit annotation apiserver.latency.k8s.io/apf-queue-wait, written for requests over
+        500 ms), which simulate takes out itself; the wait is left in the log for it to do so.
     real-apf-simulate.py compare BASE SECS HEAVY LIGHT MRI MMRI
         prints per flow the clients' outcomes (BASE/apiserver-alone/requests.txt) against
         simulate's (BASE/simulate-{raw,nowait,calibrated}.json), and the waits.
@@ -62,19 +63,21 @@ def stamp(t):
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def recorded(e):
+    """An event's recorded time and the part of it simulate takes out (its recorded wait, at most
+    the whole time), in seconds."""
+    elapsed = (parse(e["stageTimestamp"]) - parse(e["requestReceivedTimestamp"])).total_seconds()
+    wait = go_duration((e.get("annotations") or {}).get(WAIT, "0s"))
+    return elapsed, min(wait, elapsed)
+
+
 def traces(audit_path, metrics_path, out_dir):
     events = [json.loads(line) for line in open(audit_path, encoding="utf-8")]
     executed = 0.0
     for e in events:
-        wait = (e.get("annotations") or {}).get(WAIT)
-        if wait and e.get("stage") == "ResponseComplete":
-            start = parse(e["requestReceivedTimestamp"])
-            e["stageTimestamp"] = stamp(max(parse(e["stageTimestamp"]) - timedelta(seconds=go_duration(wait)), start))
         if is_bench_dispatched(e):
-            executed += (parse(e["stageTimestamp"]) - parse(e["requestReceivedTimestamp"])).total_seconds()
-    with open(f"{out_dir}/audit-nowait.log", "w", encoding="utf-8") as out:
-        for e in events:
-            out.write(json.dumps(e, separators=(",", ":")) + "\n")
+            elapsed, wait = recorded(e)
+            executed += elapsed - wait
     measured = metric(
         open(metrics_path, encoding="utf-8").read(),
         "apiserver_flowcontrol_request_execution_seconds_sum",
@@ -89,8 +92,10 @@ def traces(audit_path, metrics_path, out_dir):
     with open(f"{out_dir}/audit-calibrated.log", "w", encoding="utf-8") as out:
         for e in events:
             if is_bench_dispatched(e):
+                # The execution scaled, the wait left for simulate to take out.
+                elapsed, wait = recorded(e)
                 start = parse(e["requestReceivedTimestamp"])
-                e["stageTimestamp"] = stamp(start + (parse(e["stageTimestamp"]) - start) * scale)
+                e["stageTimestamp"] = stamp(start + timedelta(seconds=wait + (elapsed - wait) * scale))
             out.write(json.dumps(e, separators=(",", ":")) + "\n")
 
 
@@ -142,8 +147,8 @@ def compare(base, secs, heavy, light, mri, mmri):
             a["waits"].append(go_duration(ann.get(WAIT, "0s")))
 
     replays = (
-        ("raw", "audit log as written"),
-        ("nowait", "recorded waits removed"),
+        ("raw", "audit log as written (--keep-recorded-waits)"),
+        ("nowait", "recorded waits taken out (simulate's default)"),
         ("calibrated", "calibrated executions"),
     )
     sims = {}
@@ -151,7 +156,7 @@ def compare(base, secs, heavy, light, mri, mmri):
         report = json.load(open(f"{base}/simulate-{name}.json", encoding="utf-8"))
         level = next(l for l in report["priorityLevels"] if l["name"] == "bench")
         rejected = {f["flowDistinguisher"]: f["rejected"] for f in level["topFlows"] if f["flowSchema"] == "bench"}
-        sims[name] = (level, rejected)
+        sims[name] = (level, rejected, report.get("recordedWaitsTakenOut") or {})
 
     counts = open(f"{base}/object-counts.yaml", encoding="utf-8").read().strip()
     print(f"SECS={secs} HEAVY={heavy} LIGHT={light} MRI={mri} MMRI={mmri}; --object-counts {counts}")
@@ -179,12 +184,13 @@ def compare(base, secs, heavy, light, mri, mmri):
         )
     print()
     for name, label in replays:
-        level = sims[name][0]
+        level, _, taken_out = sims[name]
         w = level["waitSeconds"]
         print(
             f"simulate ({label}), level bench (both flows): dispatched {level['dispatched']}, "
             f"rejected {sum(level['rejected'].values())}, wait p50 {w['p50']:.3f} s, p99 {w['p99']:.3f} s, "
-            f"nominal limit {level['nominalLimit']}, peak seats {level['maxSeatsInUse']}"
+            f"nominal limit {level['nominalLimit']}, peak seats {level['maxSeatsInUse']}; "
+            f"recorded waits taken out: {taken_out.get('requests', 0)} ({taken_out.get('seconds', 0.0):.1f} s)"
         )
     text = open(f"{run}/apiserver.metrics", encoding="utf-8").read()
     lv = 'flow_schema="bench",priority_level="bench"'

@@ -12,13 +12,14 @@
 #
 # Knobs: SECS (15), HEAVY (48), LIGHT (4), MRI (100), MMRI (50); PROXY_BIN (target/debug/kube-apf-proxy).
 #
-# simulate replays a request for `stageTimestamp - requestReceivedTimestamp`, which includes the
-# queue wait the recording apiserver added. The apiserver writes that wait into the audit event
-# (annotation apiserver.latency.k8s.io/apf-queue-wait, only for requests that took over 500 ms), so
-# the log is replayed three times: as written; with each request's recorded queue wait taken out
-# of its execution; and with the bench executions then scaled to add up to what the apiserver
-# measured itself (its execution-seconds metric): a calibration that the audit log alone cannot
-# give, which shows how much of the error is the input rather than the queueing.
+# An audit event's `stageTimestamp - requestReceivedTimestamp` includes the queue wait the
+# recording apiserver added. The apiserver writes that wait into the audit event (annotation
+# apiserver.latency.k8s.io/apf-queue-wait, only for requests that took over 500 ms) and simulate
+# takes it out of the request's execution by default. The log is replayed three times: as written
+# (--keep-recorded-waits); with the recorded waits taken out (simulate's default); and with the
+# bench executions then scaled to add up to what the apiserver measured itself (its
+# execution-seconds metric): a calibration that the audit log alone cannot give, which shows how
+# much of the error is the input rather than the queueing.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -88,16 +89,19 @@ mkdir -p "$base/config"
 cp "$root/src/config/bootstrap.yaml" "$base/config/bootstrap.yaml"
 cp "$root/scripts/real-apf-bench.yaml" "$base/config/bench.yaml"
 
-# The log with each request's recorded APF queue wait taken out of its execution, and the same
-# with the bench executions scaled to what the apiserver measured (see real-apf-simulate.py).
+# The log with the bench executions scaled to what the apiserver measured (see
+# real-apf-simulate.py); the two other replays read the apiserver's log itself.
 python3 "$root/scripts/real-apf-simulate.py" traces "$dir/audit.log" "$dir/apiserver.metrics" "$base"
 for trace in raw nowait calibrated; do
-  log="$base/audit-$trace.log"
-  [ "$trace" != raw ] || log="$dir/audit.log"
+  log="$dir/audit.log" keep=()
+  case "$trace" in
+    raw) keep=(--keep-recorded-waits) ;;
+    calibrated) log="$base/audit-calibrated.log" ;;
+  esac
   "$proxy_bin" simulate --trace "$log" --config-dir "$base/config" \
     --object-counts "$base/object-counts.yaml" \
     --max-requests-inflight "$mri" --max-mutating-requests-inflight "$mmri" \
-    --output json >"$base/simulate-$trace.json"
+    "${keep[@]}" --output json >"$base/simulate-$trace.json"
 done
 
 # 3. Per flow: the clients against simulate's three replays, and the waits.
