@@ -116,8 +116,10 @@ enum Command {
     /// time; no cluster needed.
     ///
     /// The workload: Kubernetes audit events, the proxy's JSON access log, or trace lines; or
-    /// closed-loop clients (--workload). The report says per priority level, FlowSchema (and
-    /// client) what would have been dispatched, queued and rejected.
+    /// closed-loop clients (--workload). A recorded request executes for its recorded time less
+    /// the queue wait the recording server recorded, if any (--keep-recorded-waits: as written).
+    /// The report says per priority level, FlowSchema (and client) what would have been
+    /// dispatched, queued and rejected.
     #[command(after_help = exit_codes!())]
     Simulate(Box<SimulateArgs>),
     /// Configuration commands.
