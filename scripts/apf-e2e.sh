@@ -109,12 +109,18 @@ EOF
 
 proxy_pid=""
 started_apiserver=""
+# Stops the proxy: SIGTERM, at most 30 s to drain and exit, then SIGKILL.
 stop_proxy() {
-  if [ -n "$proxy_pid" ]; then
-    kill "$proxy_pid" 2>/dev/null || true
-    wait "$proxy_pid" 2>/dev/null || true
-    proxy_pid=""
-  fi
+  [ -n "$proxy_pid" ] || return 0
+  kill "$proxy_pid" 2>/dev/null || true
+  local n
+  for n in $(seq 1 300); do
+    kill -0 "$proxy_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -9 "$proxy_pid" 2>/dev/null || true
+  wait "$proxy_pid" 2>/dev/null || true
+  proxy_pid=""
 }
 cleanup() {
   stop_proxy
