@@ -10,6 +10,13 @@
 # trace_replay, config_load and config_roundtrip, watch_stream and watch_objects, workload and
 # workload_run, queueset_scenario and queueset_scenario_run. The second reads the first's seeds.
 #
+# A long campaign (RELIABILITY.md) is the same script with a larger budget:
+#   FUZZ_RUNS=10000000 FUZZ_JOBS=2 FUZZ_LOG_DIR=DIR scripts/fuzz.sh 3600
+# FUZZ_RUNS stops a target at that many executions (or at its seconds, whichever comes first);
+# FUZZ_JOBS runs that many targets at a time (the table still lists them in order). With
+# FUZZ_LOG_DIR, a Markdown table follows: executions, exec/s, corpus size, coverage (edges) and
+# crashes per target, as RELIABILITY.md records them.
+#
 # cargo-fuzz needs a nightly toolchain for its sanitizer flags; with only stable, it runs with
 # RUSTC_BOOTSTRAP=1 and `--sanitizer none` (coverage-guided all the same, without AddressSanitizer,
 # which safe Rust rarely needs). Corpora start from the committed seeds (fuzz/seeds/) plus the
@@ -93,21 +100,53 @@ fi
 build_target=(); [[ ${#TARGETS[@]} -eq 1 ]] && build_target=("${TARGETS[0]}")
 (cd fuzz && cargo "${toolchain[@]}" fuzz build -O --sanitizer "$sanitizer" "${build_target[@]}")
 
+# One target: its row of the table in $results/$t.row, its libFuzzer log in $results/$t.log.
+run_target() {
+  local t=$1 log=$results/$1.log result runs=()
+  [[ -n ${FUZZ_RUNS:-} ]] && runs=(-runs="$FUZZ_RUNS")
+  if (cd fuzz && cargo "${toolchain[@]}" fuzz run -O --sanitizer "$sanitizer" "$t" "corpus/$t" -- \
+        -max_total_time="$SECONDS_PER_TARGET" "${runs[@]}" -rss_limit_mb=2048 \
+        -max_len="$(max_len_of "$t")" -timeout=10 -print_final_stats=1) >"$log" 2>&1; then
+    result=ok
+  else
+    result="CRASH (see fuzz/artifacts/$t/)"
+    { grep -m1 -A6 -E "panicked at|ERROR: (AddressSanitizer|libFuzzer)" "$log" || true; tail -40 "$log"; } >&2
+  fi
+  local execs rate
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
+  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
+  printf '%-22s %12s %10s %s\n' "$t" "$execs" "$rate" "$result" > "$results/$t.row"
+}
+
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+jobs_at_once=${FUZZ_JOBS:-1}
+for t in "${TARGETS[@]}"; do
+  while [[ $(jobs -rp | wc -l) -ge $jobs_at_once ]]; do wait -n || true; done
+  run_target "$t" &
+done
+wait
+
 status=0
 printf '%-22s %12s %10s %s\n' target executions exec/s result
 for t in "${TARGETS[@]}"; do
-  log=$(mktemp)
-  if (cd fuzz && cargo "${toolchain[@]}" fuzz run -O --sanitizer "$sanitizer" "$t" "corpus/$t" -- \
-        -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -max_len="$(max_len_of "$t")" \
-        -timeout=10 -print_final_stats=1) >"$log" 2>&1; then
-    result=ok
-  else
-    result="CRASH (see fuzz/artifacts/$t/)"; status=1; tail -40 "$log"
-  fi
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
-  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
-  printf '%-22s %12s %10s %s\n' "$t" "$execs" "$rate" "$result"
-  if [[ -n ${FUZZ_LOG_DIR:-} ]]; then mkdir -p "$FUZZ_LOG_DIR"; cp "$log" "$FUZZ_LOG_DIR/$t.log"; fi
-  rm -f "$log"
+  cat "$results/$t.row"
+  grep -q ' ok$' "$results/$t.row" || status=1
+  if [[ -n ${FUZZ_LOG_DIR:-} ]]; then mkdir -p "$FUZZ_LOG_DIR"; cp "$results/$t.log" "$FUZZ_LOG_DIR/$t.log"; fi
 done
+
+# The campaign's record: the last `cov:` line of each log gives the edges and the corpus.
+if [[ -n ${FUZZ_LOG_DIR:-} ]]; then
+  echo
+  echo "| target | executions | exec/s | corpus (inputs) | coverage (edges) | crashes |"
+  echo "|---|---:|---:|---:|---:|---|"
+  for t in "${TARGETS[@]}"; do
+    read -r _ execs rate result < "$results/$t.row"
+    last=$(grep -E '^#[0-9]+.*cov: [0-9]+' "$results/$t.log" | tail -1 || true)
+    edges=$(grep -oE 'cov: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || echo '?')
+    corpus=$(grep -oE 'corp: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || echo '?')
+    crashes=none; [[ $result == ok ]] || crashes="1 (fuzz/artifacts/$t/)"
+    echo "| \`$t\` | $execs | $rate | $corpus | $edges | $crashes |"
+  done
+fi
 exit $status

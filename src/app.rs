@@ -235,6 +235,7 @@ impl App {
             ca_files,
             shadows: shadows.clone(),
         };
+        reloader.publish_certificate_expiry();
         let mut tasks = vec![
             tokio::spawn(adjust_borrowing(flow_control, Arc::clone(&metrics))),
             tokio::spawn(refresh_object_counts(upstream.clone(), estimator)),

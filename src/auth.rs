@@ -63,6 +63,7 @@ pub use error::{
 pub use secret::{Secret, REDACTED};
 pub use stats::{AttemptResult, AuthMethod, AuthStats, TokenCacheStats, TokenReviewStats};
 pub use tokenfile::TokenFileError;
+pub use x509::earliest_not_after;
 
 /// The records of token-file text (for the fuzz targets).
 #[cfg(feature = "fuzzing")]

@@ -24,5 +24,7 @@ pub mod workload;
 
 pub use closed_loop::simulate_workload;
 pub use engine::{simulate, simulate_on_this_thread, SimError, SimOptions};
+#[cfg(feature = "fuzzing")]
+pub(crate) use feed::fed_alike;
 pub use replay::{replay_trace, ReplayError, Replayed};
 pub use report::SimReport;

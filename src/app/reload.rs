@@ -137,6 +137,22 @@ impl Reloader {
                 }
             }
         }
+        self.publish_certificate_expiry();
+    }
+
+    /// Publishes when the certificates in force expire first
+    /// (`apf_proxy_certificate_expiration_timestamp_seconds`): the served chains of both
+    /// listeners, and the client CA bundles. At start and after every reload.
+    pub fn publish_certificate_expiry(&self) {
+        let serving = std::iter::once(&self.tls)
+            .chain(&self.admin_tls)
+            .map(|tls| crate::auth::earliest_not_after(&tls.cert.current().cert))
+            .try_fold(u64::MAX, |min, at| at.map(|at| min.min(at)));
+        self.metrics
+            .set_certificate_expiry(CertificateKind::Serving, serving);
+        let client_cas = crate::auth::earliest_not_after(&self.authenticator.client_ca_roots());
+        self.metrics
+            .set_certificate_expiry(CertificateKind::ClientCa, client_cas);
     }
 
     /// Reads the client CA bundles again; each unusable one keeps its last good bundle. The
@@ -162,6 +178,7 @@ impl Reloader {
         let success = bundles.is_ok() && handshake.is_ok();
         self.metrics
             .record_certificate_reload(CertificateKind::ClientCa, success);
+        self.publish_certificate_expiry();
     }
 
     /// Watches until aborted: polls the files and reloads what changed; on SIGHUP reloads both.

@@ -35,6 +35,7 @@ pub(crate) const CREDENTIAL_ID_KEY: &str = "authentication.kubernetes.io/credent
 
 mod verified;
 
+pub use verified::earliest_not_after;
 use verified::VerifiedChains;
 pub(crate) use verified::VerifiedLeaf;
 

@@ -6,7 +6,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus::{
-    Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
+    Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts,
+    Registry,
 };
 
 use super::labels::{
@@ -27,6 +28,7 @@ pub(super) struct Families {
     upstream_duration: HistogramVec,
     config_reloads: IntCounterVec,
     certificate_reloads: IntCounterVec,
+    certificate_expiry: GaugeVec,
     last_reload: Gauge,
     requests: IntCounterVec,
     abandoned: IntCounter,
@@ -72,6 +74,16 @@ impl Families {
                 "apf_proxy_certificate_reloads_total",
                 "Reloads of changed certificate files (kind: serving, client_ca) by result",
                 &["kind", "result"],
+            )?,
+            certificate_expiry: register(
+                reg,
+                GaugeVec::new(
+                    Opts::new(
+                        "apf_proxy_certificate_expiration_timestamp_seconds",
+                        "Unix time at which the earliest-expiring certificate in force expires (kind: serving, the served chains of both listeners; client_ca, the client CA bundles)",
+                    ),
+                    &["kind"],
+                )?,
             )?,
             last_reload: register(
                 reg,
@@ -152,6 +164,20 @@ impl Metrics {
             .certificate_reloads
             .with_label_values(&[kind.as_str(), result_label(success)])
             .inc();
+    }
+
+    /// The certificates of `kind` in force expire first at `not_after` (Unix seconds); `None`:
+    /// none is in force, or one is unreadable (the series is removed rather than left stale).
+    pub fn set_certificate_expiry(&self, kind: CertificateKind, not_after: Option<u64>) {
+        let family = &self.proxy.certificate_expiry;
+        match not_after {
+            // Seconds since 1970 are exact in an f64 until the year 285 million.
+            #[allow(clippy::cast_precision_loss)]
+            Some(at) if at != u64::MAX => family.with_label_values(&[kind.as_str()]).set(at as f64),
+            _ => {
+                let _ = family.remove_label_values(&[kind.as_str()]);
+            }
+        }
     }
 
     /// A client went away before its request had a response head.

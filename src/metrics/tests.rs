@@ -101,6 +101,7 @@ fn exercise(m: &Metrics, t0: Instant) {
     m.observe_upstream(UpstreamOutcome::Status(200), Duration::from_millis(3));
     m.record_config_reload(true, UNIX_EPOCH + Duration::from_secs(1_700_000_000));
     m.record_certificate_reload(CertificateKind::ClientCa, false);
+    m.set_certificate_expiry(CertificateKind::Serving, Some(1_700_000_000));
     m.inc_requests(200);
 }
 
@@ -111,6 +112,7 @@ const PL_FS: &str = "flow_schema,priority_level";
 #[rustfmt::skip]
 const EXPECTED: &[(&str, &str, &str, &str)] = &[
     ("apf_proxy_authentications_total", "counter", "method,result", ""),
+    ("apf_proxy_certificate_expiration_timestamp_seconds", "gauge", "kind", ""),
     ("apf_proxy_certificate_reloads_total", "counter", "kind,result", ""),
     ("apf_proxy_config_last_reload_success_timestamp_seconds", "gauge", "", ""),
     ("apf_proxy_config_reloads_total", "counter", "result", ""),

@@ -502,6 +502,52 @@ fn client_ca_reloads(app: &TestApp, result: &str) -> usize {
         .map_or(0, |v| v.parse().expect("a count"))
 }
 
+fn certificate_expiry(app: &TestApp, kind: &str) -> Option<f64> {
+    let text = app.app.metrics().encode();
+    let want = format!("apf_proxy_certificate_expiration_timestamp_seconds{{kind=\"{kind}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&want))
+        .map(|v| v.parse().expect("a timestamp"))
+}
+
+fn not_after(cert: &rustls_pki_types::CertificateDer<'_>) -> f64 {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).expect("x509");
+    parsed.validity().not_after.timestamp() as f64
+}
+
+#[tokio::test]
+async fn the_earliest_certificate_expiry_is_published_and_follows_a_rotation() {
+    let world = TlsWorld::start(false).await;
+    let app = app_for(&world, "impersonate").await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs_f64();
+    let serving = certificate_expiry(&app, "serving").expect("the serving certificate's expiry");
+    assert!(serving > now, "{serving}");
+    assert_eq!(
+        certificate_expiry(&app, "client_ca"),
+        Some(not_after(&app.client_ca.cert())),
+        "the client CA's notAfter"
+    );
+
+    // A bundle of two CAs: the earlier expiry is the one that matters.
+    let expiring = TestCa::valid_until("expiring-client-ca", Some((2031, 6, 1)));
+    let bundle = format!("{}{}", app.client_ca.cert_pem(), expiring.cert_pem());
+    std::fs::write(app.path("client-ca.crt"), bundle).expect("write the bundle");
+    app.app.reloader().reload_client_cas();
+    assert_eq!(client_ca_reloads(&app, "success"), 1);
+    assert_eq!(
+        certificate_expiry(&app, "client_ca"),
+        Some(1_938_038_400.0),
+        "2031-06-01T00:00:00Z"
+    );
+    // A broken bundle keeps the last good one, and so its expiry.
+    std::fs::write(app.path("client-ca.crt"), "not a certificate").expect("corrupt");
+    app.app.reloader().reload_client_cas();
+    assert_eq!(certificate_expiry(&app, "client_ca"), Some(1_938_038_400.0));
+}
+
 #[tokio::test]
 async fn a_rotated_client_ca_is_trusted_at_once_and_a_broken_one_keeps_the_last_good() {
     let world = TlsWorld::start(false).await;

@@ -60,7 +60,16 @@ pub struct TestCa {
 impl TestCa {
     /// A fresh self-signed CA named `name`.
     pub fn new(name: &str) -> Self {
+        Self::valid_until(name, None)
+    }
+
+    /// A fresh self-signed CA named `name` that expires at the start of `(year, month, day)`
+    /// (UTC); rcgen's far-future default without one.
+    pub fn valid_until(name: &str, not_after: Option<(i32, u8, u8)>) -> Self {
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+        if let Some((year, month, day)) = not_after {
+            params.not_after = rcgen::date_time_ymd(year, month, day);
+        }
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, name);
         params.key_usages = vec![

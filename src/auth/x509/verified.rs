@@ -194,8 +194,9 @@ fn chain_bytes(chain: &[CertificateDer<'_>]) -> usize {
     chain.iter().map(|c| c.as_ref().len()).sum()
 }
 
-// The earliest `notAfter` of the chain, in Unix seconds; `None` if a certificate is unreadable.
-fn earliest_not_after(chain: &[CertificateDer<'_>]) -> Option<u64> {
+/// The earliest `notAfter` of `chain`, in Unix seconds; `None` if a certificate is unreadable
+/// (`u64::MAX` for an empty chain).
+pub fn earliest_not_after(chain: &[CertificateDer<'_>]) -> Option<u64> {
     chain
         .iter()
         .map(|der| {

@@ -107,3 +107,9 @@ fn a_panic_on_the_feeding_thread_is_the_callers() {
     });
     let _ = simulate_fed(events, &[&config], &SimOptions::default(), true);
 }
+
+#[test]
+fn fed_alike_holds_for_a_busy_trace_and_an_empty_one() {
+    assert!(fed_alike(&trace(3_000)));
+    assert!(fed_alike(&[]));
+}
