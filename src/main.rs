@@ -331,12 +331,12 @@ fn main() -> ExitCode {
                         uid: args.uid,
                         extra: Default::default(),
                         impersonate: args.as_user.map(|user| {
-                            kube_apf_proxy::classify::Impersonate {
+                            Box::new(kube_apf_proxy::classify::Impersonate {
                                 user,
                                 groups: args.as_groups,
                                 uid: args.as_uid.unwrap_or_default(),
                                 extra: Default::default(),
-                            }
+                            })
                         }),
                     })
                 }

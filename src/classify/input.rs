@@ -37,7 +37,7 @@ pub struct ClassifyInput {
     /// request is classified as the identity the apiserver would run it as, the caller being the
     /// impersonator. Not authorized here (the proxy asks the apiserver with SubjectAccessReviews).
     #[serde(default)]
-    pub impersonate: Option<Impersonate>,
+    pub impersonate: Option<Box<Impersonate>>,
 }
 
 /// The `Impersonate-*` headers of a described request, as `kubectl --as`, `--as-group` and

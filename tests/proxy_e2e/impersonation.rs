@@ -264,11 +264,11 @@ async fn passthrough_without_token_authentication_classifies_as_before() {
 /// subscriber for this thread only: the test's current-thread runtime runs the proxy's tasks on
 /// it, and other tests' threads keep theirs.
 #[derive(Clone, Default)]
-struct AccessLog(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+struct AccessLog(std::sync::Arc<parking_lot::Mutex<Vec<u8>>>);
 
 impl std::io::Write for AccessLog {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("log buffer").extend_from_slice(buf);
+        self.0.lock().extend_from_slice(buf);
         Ok(buf.len())
     }
 
@@ -296,7 +296,7 @@ impl AccessLog {
     }
 
     fn requests(&self) -> Vec<serde_json::Value> {
-        let bytes = self.0.lock().expect("log buffer").clone();
+        let bytes = self.0.lock().clone();
         String::from_utf8_lossy(&bytes)
             .lines()
             .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
@@ -362,6 +362,6 @@ async fn the_access_log_names_the_effective_user_the_impersonator_and_the_audit_
                 .is_some_and(|id| id.starts_with("fake-audit-") && id != audit_id),
             "{mode}: {own}"
         );
-        log.0.lock().expect("log buffer").clear();
+        log.0.lock().clear();
     }
 }
