@@ -202,7 +202,7 @@ run_mode() {
   # Per spec: its name and ginkgo's verdict, from the JUnit report.
   if [ -f "$out/junit.xml" ]; then
     grep -o '<testcase name="[^"]*API priority and fairness[^"]*"[^>]*status="[a-z]*"' "$out/junit.xml" \
-      | sed -e 's/^<testcase name="\[It\] //' -e 's/" .*status="/: /' -e 's/"$//' \
+      | sed -e 's/^<testcase name="\[It\] //' -e 's/" .*status="/: /' -e 's/"$//' -e "s/&#39;/'/g" \
       | sed "s/^/apf-e2e.sh: $mode: /" >&2 || true
   fi
   grep -E '^(Ran [0-9]+ of|SUCCESS!|FAIL!)' "$out/e2e.log" | sed "s/^/apf-e2e.sh: $mode: /" >&2 || true
