@@ -3,6 +3,7 @@
 //! that counts the requests it holds at once. The budget is 30 seats (20 + 10); the upstream
 //! must never hold more, wherever the load goes and whichever replica goes away.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -69,6 +70,51 @@ struct Counts {
     now: AtomicUsize,
     peak: AtomicUsize,
     served: AtomicU64,
+    tenants: parking_lot::Mutex<Tenants>,
+}
+
+/// What the upstream served per caller, keyed by the bearer token that reached it (the replicas
+/// forward the caller's own `Authorization` in the default `passthrough` mode).
+#[derive(Default)]
+struct Tenants {
+    /// When [`Tenant::seat_seconds`] were last brought up to date.
+    since: Option<Instant>,
+    by_token: BTreeMap<String, Tenant>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Tenant {
+    /// Requests held now.
+    now: usize,
+    /// Requests answered.
+    served: u64,
+    /// The integral of `now` over time: its time-weighted mean concurrency times the time.
+    seat_seconds: f64,
+}
+
+impl Tenants {
+    /// Integrates every tenant's concurrency up to `at`.
+    fn advance(&mut self, at: Instant) {
+        if let Some(since) = self.since {
+            let dt = at.saturating_duration_since(since).as_secs_f64();
+            for tenant in self.by_token.values_mut() {
+                tenant.seat_seconds += tenant.now as f64 * dt;
+            }
+        }
+        self.since = Some(at);
+    }
+
+    fn begin(&mut self, token: &str) {
+        self.advance(Instant::now());
+        self.by_token.entry(token.to_string()).or_default().now += 1;
+    }
+
+    fn end(&mut self, token: &str) {
+        self.advance(Instant::now());
+        let tenant = self.by_token.entry(token.to_string()).or_default();
+        tenant.now -= 1;
+        tenant.served += 1;
+    }
 }
 
 impl Drop for CountingUpstream {
@@ -112,17 +158,33 @@ impl CountingUpstream {
     fn served(&self) -> u64 {
         self.counts.served.load(Ordering::SeqCst)
     }
+
+    /// Each caller's tally so far, integrated up to now.
+    fn tenants(&self) -> BTreeMap<String, Tenant> {
+        let mut tenants = self.counts.tenants.lock();
+        tenants.advance(Instant::now());
+        tenants.by_token.clone()
+    }
 }
 
 async fn answer(request: Request<Incoming>, counts: &Counts) -> Response<Full<Bytes>> {
     if !request.uri().path().starts_with("/api/v1/namespaces/") {
         return Response::new(Full::new(Bytes::from_static(b"ok")));
     }
+    let token = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("")
+        .to_string();
+    counts.tenants.lock().begin(&token);
     let held = counts.now.fetch_add(1, Ordering::SeqCst) + 1;
     counts.peak.fetch_max(held, Ordering::SeqCst);
     tokio::time::sleep(SERVICE).await;
     counts.now.fetch_sub(1, Ordering::SeqCst);
     counts.served.fetch_add(1, Ordering::SeqCst);
+    counts.tenants.lock().end(&token);
     let body = r#"{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}"#;
     let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
     response.headers_mut().insert(
@@ -141,8 +203,13 @@ struct Load {
 
 impl Load {
     fn on(app: &TestApp) -> Load {
+        Load::of(app, STATIC_TOKEN, WORKERS)
+    }
+
+    /// `workers` closed-loop clients of `app` authenticating with `token`.
+    fn of(app: &TestApp, token: &'static str, workers: usize) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
-        let workers = (0..WORKERS)
+        let workers = (0..workers)
             .map(|_| {
                 let client = app.client();
                 let stop = Arc::clone(&stop);
@@ -151,7 +218,7 @@ impl Load {
                         let mut conn = client.connect().await;
                         while !stop.load(Ordering::SeqCst) {
                             let path = "/api/v1/namespaces/default/pods";
-                            let get = request("GET", path, Some(STATIC_TOKEN), Bytes::new());
+                            let get = request("GET", path, Some(token), Bytes::new());
                             let response = conn.send_unbounded(get).await;
                             let status = response.status();
                             if response.into_body().collect().await.is_err() {
@@ -184,12 +251,26 @@ async fn replica(
     id: &str,
     coordinated: bool,
 ) -> TestApp {
-    let mut builder = AppBuilder::new(&upstream.url)
+    let builder = AppBuilder::new(&upstream.url)
         .token_file()
         .config(CONFIG)
-        .flag("--max-requests-inflight=20")
-        .flag("--max-mutating-requests-inflight=10")
         .flag("--request-timeout=8s");
+    coordinate(builder, api, namespace, id, coordinated)
+        .start()
+        .await
+}
+
+/// `builder` with the budget of 30 and, when `coordinated`, the Leases in `namespace`.
+fn coordinate(
+    builder: AppBuilder,
+    api: &KubeApiserver,
+    namespace: &str,
+    id: &str,
+    coordinated: bool,
+) -> AppBuilder {
+    let mut builder = builder
+        .flag("--max-requests-inflight=20")
+        .flag("--max-mutating-requests-inflight=10");
     if coordinated {
         builder = builder
             .flag(format!("--coordination-namespace={namespace}"))
@@ -200,7 +281,7 @@ async fn replica(
             .flag(format!("--replica-id={id}"))
             .flag(format!("--coordination-lease-duration={LEASE}"));
     }
-    builder.start().await
+    builder
 }
 
 fn share(app: &TestApp) -> u32 {
@@ -461,6 +542,132 @@ async fn measure_peak_concurrency_with_and_without_coordination() {
             "coordination {coordinated}: upstream peak {} for a budget of {BUDGET}; {} served in 10 s",
             upstream.peak(),
             upstream.served()
+        );
+        for app in apps {
+            app.app.shutdown().await;
+        }
+    }
+}
+
+/// One limited level whose flows are users (`ByUser`), each flow on one queue of its own
+/// (`handSize: 1`, so fair queuing within a replica is plain per-flow fair queuing), queues long
+/// enough that closed-loop clients are never rejected.
+const FAIR_CONFIG: &str = r#"apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: rt-fair}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 95
+    limitResponse:
+      type: Queue
+      queuing: {queues: 64, handSize: 1, queueLengthLimit: 200}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: rt-fair}
+spec:
+  priorityLevelConfiguration: {name: rt-fair}
+  matchingPrecedence: 500
+  distinguisherMethod: {type: ByUser}
+  rules:
+  - subjects: [{kind: Group, group: {name: "system:authenticated"}}]
+    resourceRules: [{verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"]}]
+"#;
+
+/// The two tenants of the fairness measurement: one user, hence one flow, each.
+const TENANT_TOKENS: &str = "tenant-a-token,tenant-a,tenant-a-uid,\"tenants\"\n\
+                             tenant-b-token,tenant-b,tenant-b-uid,\"tenants\"\n";
+const TENANT_A: &str = "tenant-a-token";
+const TENANT_B: &str = "tenant-b-token";
+/// Load before the window (the shares follow the demand within about two renew periods).
+const WARM_UP: Duration = Duration::from_secs(4);
+/// The measured window.
+const WINDOW: Duration = Duration::from_secs(12);
+
+/// Cross-replica per-flow fairness (issue 39's stretch goal, not built): tenant A's closed-loop
+/// clients spread evenly over three replicas, tenant B's as many clients on the first one, at one
+/// saturated level; the upstream's served requests and time-weighted concurrency per tenant, and
+/// A/B (1.0 is fair). One replica with both tenants first, as the within-replica reference; then
+/// three replicas without and with coordination, with 45 clients per tenant (15 of A's per
+/// replica: without coordination only the first replica's level is saturated) and with 90 (30
+/// per replica: every replica's level is saturated). A measurement for `BENCHMARKS.md`: run it
+/// by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a measurement for BENCHMARKS.md"]
+async fn measure_cross_replica_fairness_with_and_without_coordination() {
+    let Some(api) = KubeApiserver::shared() else {
+        return;
+    };
+    namespace(api, "rt-fairness").await;
+    // (mode, replicas, coordinated, clients per tenant)
+    let modes = [
+        ("one replica, both tenants", 1, false, 45),
+        ("three replicas, without coordination", 3, false, 45),
+        ("three replicas, with coordination", 3, true, 45),
+        ("three replicas, without coordination", 3, false, 90),
+        ("three replicas, with coordination", 3, true, 90),
+    ];
+    for (mode, replicas, coordinated, loops) in modes {
+        let upstream = CountingUpstream::start().await;
+        let mut apps = Vec::new();
+        for id in ["f0", "f1", "f2"].into_iter().take(replicas) {
+            let builder = AppBuilder::new(&upstream.url)
+                .token_file_with(TENANT_TOKENS)
+                .config(FAIR_CONFIG)
+                // A wait limit of 5 s: B's clients queue under 3 s here, and none is
+                // rejected (a rejection would make its client pause).
+                .flag("--request-timeout=20s");
+            let builder = coordinate(builder, api, "rt-fairness", id, coordinated);
+            apps.push(builder.start().await);
+        }
+        wait_until("ready", Duration::from_secs(20), || {
+            apps.iter().all(|a| a.app.ready().is_ready())
+        })
+        .await;
+        let mut loads: Vec<Load> = apps
+            .iter()
+            .map(|app| Load::of(app, TENANT_A, loops / replicas))
+            .collect();
+        loads.push(Load::of(&apps[0], TENANT_B, loops));
+        tokio::time::sleep(WARM_UP).await;
+        let (start, before) = (Instant::now(), upstream.tenants());
+        tokio::time::sleep(WINDOW).await;
+        let (seconds, after) = (start.elapsed().as_secs_f64(), upstream.tenants());
+        let shares: Vec<u32> = apps.iter().map(share).collect();
+        let rejected = apps.iter().fold(0.0, |sum, a| {
+            sum + metric(a, "apiserver_flowcontrol_rejected_requests_total")
+        });
+        for load in loads {
+            load.stop().await;
+        }
+        let of = |token: &str| {
+            let zero = Tenant::default();
+            let (b, a) = (
+                before.get(token).unwrap_or(&zero),
+                after.get(token).unwrap_or(&zero),
+            );
+            (
+                a.served - b.served,
+                (a.seat_seconds - b.seat_seconds) / seconds,
+            )
+        };
+        let ((served_a, conc_a), (served_b, conc_b)) = (of(TENANT_A), of(TENANT_B));
+        let served = (served_a + served_b).max(1) as f64;
+        let conc = conc_a + conc_b;
+        eprintln!(
+            "{mode}, {loops} clients per tenant: A {served_a} served ({:.1} %), mean concurrency {conc_a:.2} ({:.1} %); \
+             B {served_b} served ({:.1} %), mean concurrency {conc_b:.2} ({:.1} %); \
+             A/B served {:.2}, concurrency {:.2}; total mean concurrency {conc:.2}, \
+             peak (whole run) {} of a budget of {BUDGET}; shares {shares:?}; window {seconds:.1} s; \
+             {rejected} rejected",
+            100.0 * served_a as f64 / served,
+            100.0 * conc_a / conc.max(f64::MIN_POSITIVE),
+            100.0 * served_b as f64 / served,
+            100.0 * conc_b / conc.max(f64::MIN_POSITIVE),
+            served_a as f64 / served_b.max(1) as f64,
+            conc_a / conc_b.max(f64::MIN_POSITIVE),
+            upstream.peak(),
         );
         for app in apps {
             app.app.shutdown().await;
