@@ -26,7 +26,7 @@ use crate::shuffle_sharding::{Dealer, Hand};
 
 pub use explain::{explain, Explanation};
 pub use index::MatchIndex;
-pub use input::{read_bounded_line, request_target, ClassifyInput, MAX_LINE_BYTES};
+pub use input::{read_bounded_line, request_target, ClassifyInput, Impersonate, MAX_LINE_BYTES};
 pub use rule::{
     contains_string, matches, non_resource_rule_matches, non_resource_rule_mismatch,
     non_resource_url_matches, request_matches, resource_matches, resource_rule_matches,

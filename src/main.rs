@@ -166,6 +166,17 @@ struct ClassifyArgs {
     /// The user's UID.
     #[arg(long, default_value = "")]
     uid: String,
+    /// The user the caller impersonates (`Impersonate-User`, kubectl's --as): the request is
+    /// classified as the identity the apiserver runs it as, the caller (--user, --group, --uid)
+    /// being the impersonator. Whether the caller may impersonate is not checked here.
+    #[arg(long = "as", value_name = "USER", conflicts_with = "requests")]
+    as_user: Option<String>,
+    /// A group to impersonate (`Impersonate-Group`, kubectl's --as-group; repeatable).
+    #[arg(long = "as-group", value_name = "GROUP", requires = "as_user")]
+    as_groups: Vec<String>,
+    /// The UID to impersonate (`Impersonate-Uid`, kubectl's --as-uid).
+    #[arg(long = "as-uid", value_name = "UID", requires = "as_user")]
+    as_uid: Option<String>,
     /// Explain the classification: every FlowSchema in the order tried, with the rule field
     /// that failed, then the verdict (one request only).
     #[arg(long, conflicts_with = "requests")]
@@ -327,6 +338,14 @@ fn main() -> ExitCode {
                         groups: args.groups,
                         uid: args.uid,
                         extra: Default::default(),
+                        impersonate: args.as_user.map(|user| {
+                            Box::new(kube_apf_proxy::classify::Impersonate {
+                                user,
+                                groups: args.as_groups,
+                                uid: args.as_uid.unwrap_or_default(),
+                                extra: Default::default(),
+                            })
+                        }),
                     })
                 }
                 _ => unreachable!("clap requires --method and --url without --requests"),

@@ -79,6 +79,88 @@ fn json_has_the_trials_and_the_verdict() {
     assert_eq!(v["notTried"].as_u64(), Some(11 - tried.len() as u64));
 }
 
+/// `--as`, `--as-group` and `--as-uid` as kubectl sends them: classified as the identity the
+/// apiserver runs the request as; the text names it and the impersonator, the JSON has both.
+#[test]
+fn an_impersonated_request_is_explained_as_the_user_it_runs_as() {
+    let admin_as_noxu = [
+        "classify",
+        "--method",
+        "GET",
+        "--url",
+        "/version",
+        "--user",
+        "kubernetes-admin",
+        "--group",
+        "system:masters",
+        "--as",
+        "noxu",
+        "--as-group",
+        "dev",
+        "--as-uid",
+        "noxu-uid",
+        "--explain",
+    ];
+    let (code, out) = run(&admin_as_noxu);
+    assert_eq!(code, Some(0), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "As \"noxu\" (uid \"noxu-uid\") (groups [\"dev\", \"system:authenticated\"]), impersonated by \
+         \"kubernetes-admin\" (groups [\"system:masters\", \"system:authenticated\"])"
+    );
+    // noxu is not in system:masters: not exempt, unlike the admin itself.
+    assert!(
+        out.contains("FlowSchema exempt (matchingPrecedence 1, priority level exempt): no match"),
+        "{out}"
+    );
+    let verdict = lines.last().expect("a verdict");
+    assert!(
+        verdict.starts_with("=> FlowSchema global-default, priority level global-default,"),
+        "{verdict}"
+    );
+    assert!(verdict.contains("flow distinguisher \"noxu\""), "{verdict}");
+
+    let mut args = admin_as_noxu.to_vec();
+    args.extend(["--output", "json"]);
+    let (code, out) = run(&args);
+    assert_eq!(code, Some(0));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(
+        v["user"],
+        serde_json::json!({"username": "noxu", "uid": "noxu-uid", "groups": ["dev", "system:authenticated"]})
+    );
+    assert_eq!(
+        v["impersonator"],
+        serde_json::json!({"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]})
+    );
+    assert_eq!(v["flowSchema"], "global-default");
+
+    // Without --as: the caller itself, and no impersonator.
+    let (code, out) = run(&admin_as_noxu[..9]
+        .iter()
+        .copied()
+        .chain(["--explain", "--output", "json"])
+        .collect::<Vec<_>>());
+    assert_eq!(code, Some(0));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["user"]["username"], "kubernetes-admin");
+    assert!(v.get("impersonator").is_none(), "{v}");
+    assert_eq!(v["flowSchema"], "exempt");
+
+    // A group or UID to impersonate without a user is refused, as the apiserver refuses it.
+    let (code, _) = run(&[
+        "classify",
+        "--method",
+        "GET",
+        "--url",
+        "/version",
+        "--as-group",
+        "dev",
+    ]);
+    assert_eq!(code, Some(2));
+}
+
 #[test]
 fn explain_refuses_a_requests_file() {
     let (code, _) = run(&["classify", "--requests", "-", "--explain"]);

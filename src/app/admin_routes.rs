@@ -189,6 +189,7 @@ fn rejected(
                 groups: request.groups.clone(),
                 uid: String::new(),
                 extra: Default::default(),
+                impersonate: None,
             };
             let explanation = explain_request(&snapshot, &estimator, &input).ok();
             ExplainedRejection {

@@ -7,6 +7,7 @@ use std::io::{self, BufRead};
 
 use serde::Deserialize;
 
+use crate::auth::impersonation::{effective_identity, Requested};
 use crate::auth::Identity;
 
 /// The longest input line read; a longer one is reported and skipped.
@@ -32,15 +33,58 @@ pub struct ClassifyInput {
     /// Extra attributes.
     #[serde(default)]
     pub extra: BTreeMap<String, Vec<String>>,
+    /// What the caller above impersonates (its `Impersonate-*` headers, `kubectl --as`): the
+    /// request is classified as the identity the apiserver would run it as, the caller being the
+    /// impersonator. Not authorized here (the proxy asks the apiserver with SubjectAccessReviews).
+    #[serde(default)]
+    pub impersonate: Option<Box<Impersonate>>,
+}
+
+/// The `Impersonate-*` headers of a described request, as `kubectl --as`, `--as-group` and
+/// `--as-uid` send them.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Impersonate {
+    /// `Impersonate-User`.
+    pub user: String,
+    /// `Impersonate-Group`, in order.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// `Impersonate-Uid`; empty for none.
+    #[serde(default)]
+    pub uid: String,
+    /// `Impersonate-Extra-<key>`.
+    #[serde(default)]
+    pub extra: BTreeMap<String, Vec<String>>,
 }
 
 // === impl ClassifyInput ===
 
 impl ClassifyInput {
+    /// The identity the request runs as, and is classified as: the impersonated one
+    /// ([`ClassifyInput::impersonate`], with the groups the apiserver adds) when there is one,
+    /// else the caller ([`ClassifyInput::caller`]).
+    pub fn identity(&self) -> Identity {
+        match &self.impersonate {
+            Some(impersonate) => effective_identity(&Requested {
+                user: impersonate.user.clone(),
+                uid: impersonate.uid.clone(),
+                groups: impersonate.groups.clone(),
+                extra: impersonate.extra.clone(),
+            }),
+            None => self.caller(),
+        }
+    }
+
+    /// The impersonator: the caller when the request impersonates someone.
+    pub fn impersonator(&self) -> Option<Identity> {
+        self.impersonate.as_ref().map(|_| self.caller())
+    }
+
     /// The caller: anonymous without a user name (`system:anonymous` in
     /// `system:unauthenticated`; given groups are ignored), else authenticated as the apiserver
     /// would (adding `system:authenticated`).
-    pub fn identity(&self) -> Identity {
+    pub fn caller(&self) -> Identity {
         match &self.user {
             None => Identity::anonymous(),
             Some(user) => Identity {

@@ -3,12 +3,14 @@
 //! listener's `explain` and `rejected` endpoints share it; the seats come from flow control's
 //! front door ([`FrontDoor::prepare`]), the very path that admits live requests.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 use tokio::time::Instant;
 
+use crate::auth::Identity;
 use crate::classify::{classify, explain, Classification, ClassifyInput, Explanation};
 use crate::config::Config;
 use crate::fairqueue::controller::{FlowControl, FlowControlError, Snapshot};
@@ -96,6 +98,12 @@ impl Offline {
 pub struct Explained {
     /// The request's attributes.
     pub request_info: RequestInfo,
+    /// The identity the request is classified as: the impersonated one when it impersonates.
+    pub user: UserInfo,
+    /// The caller that impersonates [`Explained::user`] (the apiserver's audit records it as
+    /// `user`, and the effective identity as `impersonatedUser`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub impersonator: Option<UserInfo>,
     /// The schemas tried and why each matched or not.
     #[serde(flatten)]
     pub explanation: Explanation,
@@ -114,6 +122,43 @@ pub struct Explained {
     pub seats: u32,
 }
 
+/// An identity in the shape of the apiserver's `UserInfo` (`authentication.k8s.io/v1`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UserInfo {
+    /// The user name.
+    pub username: String,
+    /// The UID; absent when empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// The groups, with those the apiserver adds.
+    pub groups: Vec<String>,
+    /// Extra attributes; absent when none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+impl From<Identity> for UserInfo {
+    fn from(identity: Identity) -> Self {
+        UserInfo {
+            username: identity.user,
+            uid: identity.uid,
+            groups: identity.groups,
+            extra: identity.extra,
+        }
+    }
+}
+
+impl std::fmt::Display for UserInfo {
+    /// `"alice" (groups ["dev", "system:authenticated"])`, with the UID when there is one.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.username)?;
+        if !self.uid.is_empty() {
+            write!(f, " (uid {:?})", self.uid)?;
+        }
+        write!(f, " (groups {:?})", self.groups)
+    }
+}
+
 /// Explains one request against `snapshot`: every FlowSchema in the order tried, then the
 /// verdict; `Err` with a message when the URL does not parse.
 pub fn explain_request(
@@ -122,7 +167,8 @@ pub fn explain_request(
     input: &ClassifyInput,
 ) -> Result<Explained, String> {
     let judged = judge(snapshot, estimator, input)?;
-    let explanation = explain(snapshot.config(), &input.identity(), &judged.info);
+    let identity = input.identity();
+    let explanation = explain(snapshot.config(), &identity, &judged.info);
     let class = &judged.classification;
     debug_assert_eq!(
         explanation.flow_schemas.last().map(|t| t.name.as_str()),
@@ -138,15 +184,25 @@ pub fn explain_request(
         hand: class.hand().map(|h| h.as_slice().to_vec()),
         seats: judged.seats,
         request_info: Arc::unwrap_or_clone(judged.info),
+        user: identity.into(),
+        impersonator: input.impersonator().map(UserInfo::from),
     })
 }
 
 // === impl Explained ===
 
 impl Explained {
-    /// The text form: the schemas tried, then one verdict line.
+    /// The text form: for an impersonated request, who runs it and who impersonates; the schemas
+    /// tried; then one verdict line.
     pub fn to_text(&self) -> String {
-        let mut text = self.explanation.to_text(&self.request_info);
+        let mut text = String::new();
+        if let Some(impersonator) = &self.impersonator {
+            text.push_str(&format!(
+                "As {}, impersonated by {impersonator}\n",
+                self.user
+            ));
+        }
+        text.push_str(&self.explanation.to_text(&self.request_info));
         let hand = self
             .hand
             .as_ref()

@@ -259,3 +259,109 @@ async fn passthrough_without_token_authentication_classifies_as_before() {
     assert_eq!(seen.header_values("impersonate-user"), ["alice"]);
     assert!(impersonation_reviews(&world).is_empty());
 }
+
+/// The proxy's access log (`kube_apf_proxy::access` events as JSON objects), caught by a
+/// subscriber for this thread only: the test's current-thread runtime runs the proxy's tasks on
+/// it, and other tests' threads keep theirs.
+#[derive(Clone, Default)]
+struct AccessLog(std::sync::Arc<parking_lot::Mutex<Vec<u8>>>);
+
+impl std::io::Write for AccessLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for AccessLog {
+    type Writer = AccessLog;
+
+    fn make_writer(&'a self) -> AccessLog {
+        self.clone()
+    }
+}
+
+impl AccessLog {
+    fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync {
+        tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(self.clone())
+            .finish()
+    }
+
+    fn requests(&self) -> Vec<serde_json::Value> {
+        let bytes = self.0.lock().clone();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|event| event["target"] == "kube_apf_proxy::access")
+            .collect()
+    }
+}
+
+/// The access log records an impersonated request as the apiserver's audit does: `user` is the
+/// identity it runs as (with its groups), `impersonator` the authenticated caller, and
+/// `audit_id` the upstream's `Audit-Id`, which finds its audit event.
+#[tokio::test]
+async fn the_access_log_names_the_effective_user_the_impersonator_and_the_audit_id() {
+    let log = AccessLog::default();
+    let _guard = tracing::subscriber::set_default(log.subscriber());
+    for mode in ["impersonate", "passthrough"] {
+        let world = TlsWorld::start(false).await;
+        let app = app_for(&world, mode).await;
+        let response = app
+            .client()
+            .send(get_with(Some(STATIC_TOKEN), &AS_ADMIN))
+            .await;
+        assert_eq!(response.status(), StatusCode::OK, "{mode}");
+        let audit_id = response
+            .headers()
+            .get("audit-id")
+            .and_then(|v| v.to_str().ok())
+            .expect("the upstream's Audit-Id reaches the client")
+            .to_string();
+        assert!(audit_id.starts_with("fake-audit-"), "{audit_id}");
+        // Not impersonating: the caller itself, and no impersonator.
+        let response = app
+            .client()
+            .send(request("GET", POD, Some(STATIC_TOKEN), Bytes::new()))
+            .await;
+        assert_eq!(response.status(), StatusCode::OK, "{mode}");
+        drop(app);
+
+        let requests = log.requests();
+        let to_pod: Vec<_> = requests.iter().filter(|r| r["uri"] == POD).collect();
+        let [impersonated, own] = to_pod.as_slice() else {
+            panic!("{mode}: two requests to {POD} logged, got {requests:?}");
+        };
+        assert_eq!(
+            impersonated["user"], "system:admin",
+            "{mode}: {impersonated}"
+        );
+        assert_eq!(
+            impersonated["impersonator"], "carol",
+            "{mode}: {impersonated}"
+        );
+        assert_eq!(
+            impersonated["groups"], r#"["system:masters","dev","system:authenticated"]"#,
+            "{mode}: {impersonated}"
+        );
+        assert_eq!(impersonated["audit_id"], audit_id.as_str(), "{mode}");
+        assert_eq!(impersonated["flow_schema"], "exempt", "{mode}");
+        assert_eq!(own["user"], "carol", "{mode}: {own}");
+        assert_eq!(own["impersonator"], "", "{mode}: {own}");
+        assert!(
+            own["audit_id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("fake-audit-") && id != audit_id),
+            "{mode}: {own}"
+        );
+        log.0.lock().clear();
+    }
+}

@@ -7,6 +7,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod apf_e2e;
 mod authn_authz;
 mod config_source;
 mod helm;

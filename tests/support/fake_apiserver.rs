@@ -335,8 +335,10 @@ where
     let _ = conn.await;
 }
 
+/// Every answer carries `Audit-Id`, as the apiserver's do: `fake-audit-N` for the N-th request
+/// recorded (from 1).
 async fn route(
-    mut request: Request<Incoming>,
+    request: Request<Incoming>,
     certs: Option<Vec<CertificateDer<'static>>>,
     state: Arc<State>,
 ) -> Response<Body> {
@@ -345,13 +347,25 @@ async fn route(
         .path_and_query()
         .map_or("/", |p| p.as_str())
         .to_string();
-    state.recorded.lock().push(Recorded {
-        method: request.method().clone(),
-        path: path.clone(),
-        headers: request.headers().clone(),
-        version: request.version(),
-        peer_certificates: certs,
-    });
+    let audit_id = {
+        let mut recorded = state.recorded.lock();
+        recorded.push(Recorded {
+            method: request.method().clone(),
+            path: path.clone(),
+            headers: request.headers().clone(),
+            version: request.version(),
+            peer_certificates: certs,
+        });
+        format!("fake-audit-{}", recorded.len())
+    };
+    let mut response = answer(request, path, state).await;
+    if let Ok(value) = http::HeaderValue::from_str(&audit_id) {
+        response.headers_mut().insert("audit-id", value);
+    }
+    response
+}
+
+async fn answer(mut request: Request<Incoming>, path: String, state: Arc<State>) -> Response<Body> {
     let (route_path, query) = path.split_once('?').unwrap_or((&path, ""));
     let segments: Vec<&str> = route_path.trim_matches('/').split('/').collect();
     let watch = query

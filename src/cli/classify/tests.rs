@@ -145,6 +145,41 @@ fn named_user_is_authenticated_and_keeps_uid_and_extra() {
 }
 
 #[test]
+fn an_impersonating_line_is_classified_as_the_identity_it_runs_as() {
+    // The admin (exempt by system:masters) impersonates a service account: classified as the
+    // service account, with the groups the apiserver gives it, as the proxy classifies `--as`.
+    let line = br#"{"method":"GET","url":"/api/v1/namespaces/ns/pods","user":"admin","groups":["system:masters"],"impersonate":{"user":"system:serviceaccount:ns:app"}}"#;
+    let input: ClassifyInput = serde_json::from_slice(line).expect("a valid line");
+    let identity = input.identity();
+    assert_eq!(identity.user, "system:serviceaccount:ns:app");
+    assert_eq!(
+        identity.groups,
+        [
+            "system:serviceaccounts",
+            "system:serviceaccounts:ns",
+            "system:authenticated"
+        ]
+    );
+    let impersonator = input.impersonator().expect("an impersonator");
+    assert_eq!(impersonator.user, "admin");
+    assert_eq!(
+        impersonator.groups,
+        ["system:masters", "system:authenticated"]
+    );
+    let (lines, _) = run_lines(line);
+    let got: serde_json::Value = serde_json::from_str(&lines[0]).expect("a JSON line");
+    assert_eq!(got["flowSchema"], "service-accounts", "{got}");
+    assert_eq!(got["flowDistinguisher"], "system:serviceaccount:ns:app");
+    // Without the impersonation, the admin's own request is exempt.
+    let (lines, _) = run_lines(
+        br#"{"method":"GET","url":"/api/v1/namespaces/ns/pods","user":"admin","groups":["system:masters"]}"#,
+    );
+    let got: serde_json::Value = serde_json::from_str(&lines[0]).expect("a JSON line");
+    assert_eq!(got["flowSchema"], "exempt");
+    assert!(ClassifyInput::default().impersonator().is_none());
+}
+
+#[test]
 fn seats_come_from_the_work_estimator_capped_by_the_level() {
     // A list whose query does not decode costs the list cap, which global-default's maxSeats
     // (8 at a server limit of 600) lowers; a get costs 1.
