@@ -11,7 +11,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::auth::Identity;
-use crate::classify::{classify, explain, Classification, ClassifyInput, Explanation};
+use crate::classify::{classify, explain, Classification, ClassifyInput, Explanation, Impersonate};
 use crate::config::Config;
 use crate::fairqueue::controller::{FlowControl, FlowControlError, Snapshot};
 use crate::fairqueue::flow_request::{Described, FrontDoor, Handling};
@@ -222,12 +222,14 @@ impl Explained {
 
 /// The request a `/debug/api_priority_and_fairness/explain` query describes:
 /// `?url=PATH&method=GET&user=U&group=G&group=G2&uid=I` (`method` defaults to `GET`; without
-/// `user` the caller is anonymous).
+/// `user` the caller is anonymous), and what the caller impersonates as `kubectl --as`,
+/// `--as-group` and `--as-uid` would: `&as=U2&asGroup=G3&asUid=I2`.
 pub fn input_from_query(query: &str) -> Result<ClassifyInput, String> {
     let mut input = ClassifyInput {
         method: "GET".to_string(),
         ..Default::default()
     };
+    let mut impersonate = Impersonate::default();
     for (key, value) in request_info::query_params(query) {
         match key.as_str() {
             "url" => input.url = value,
@@ -235,15 +237,56 @@ pub fn input_from_query(query: &str) -> Result<ClassifyInput, String> {
             "user" => input.user = Some(value),
             "group" => input.groups.push(value),
             "uid" => input.uid = value,
-            _ => {
-                return Err(format!(
-                    "unknown parameter {key:?}: use url, method, user, group, uid"
-                ))
-            }
+            "as" => impersonate.user = value,
+            "asGroup" => impersonate.groups.push(value),
+            "asUid" => impersonate.uid = value,
+            _ => return Err(format!(
+                "unknown parameter {key:?}: use url, method, user, group, uid, as, asGroup, asUid"
+            )),
         }
     }
     if input.url.is_empty() {
         return Err("the url parameter is required (the request's path and query)".to_string());
     }
+    if impersonate.user.is_empty() {
+        if !impersonate.groups.is_empty() || !impersonate.uid.is_empty() {
+            // As the apiserver refuses Impersonate-Group or -Uid without Impersonate-User.
+            return Err("asGroup and asUid need as (the user to impersonate)".to_string());
+        }
+    } else {
+        input.impersonate = Some(Box::new(impersonate));
+    }
     Ok(input)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_describes_the_caller_and_whom_it_impersonates() {
+        let input = input_from_query(
+            "url=/api/v1/pods&user=admin&group=system:masters&as=alice&asGroup=dev&asUid=42",
+        )
+        .expect("a described request");
+        assert_eq!(input.caller().user, "admin");
+        assert_eq!(input.identity().user, "alice");
+        assert!(input.identity().groups.contains(&"dev".to_string()));
+        assert_eq!(input.identity().uid, "42");
+        assert_eq!(input.impersonator().map(|i| i.user), Some("admin".into()));
+
+        let own = input_from_query("url=/api/v1/pods&user=admin").expect("described");
+        assert!(own.impersonate.is_none());
+        assert_eq!(own.identity().user, "admin");
+    }
+
+    #[test]
+    fn groups_or_a_uid_to_impersonate_need_a_user_and_unknown_parameters_are_named() {
+        for query in ["url=/api&asGroup=dev", "url=/api&asUid=1"] {
+            let error = input_from_query(query).expect_err(query);
+            assert!(error.contains("need as"), "{error}");
+        }
+        let error = input_from_query("url=/api&impersonate=x").expect_err("unknown");
+        assert!(error.contains("as, asGroup, asUid"), "{error}");
+    }
 }

@@ -423,7 +423,7 @@ impl Proxy {
         // The apiserver's impersonation filter runs after authentication and before flow
         // control: a refused impersonation never takes a seat, and an allowed one is classified
         // as the user it runs as.
-        let identity = self.impersonate(ctx, slot, authenticated).await?;
+        let (identity, impersonator) = self.impersonate(ctx, slot, authenticated).await?;
         // Before anything else sees it: an identity the upstream would not read back unchanged
         // is refused whole, and no later stage can forward one that was not checked.
         let identity = self.forwardable(identity)?;
@@ -480,6 +480,7 @@ impl Proxy {
                         url,
                         user: &identity.identity().user,
                         groups: &identity.identity().groups,
+                        impersonator: impersonator.as_deref(),
                     });
                     if let Some(logged) = &mut ctx.logged {
                         logged.waited = rejection.waited;
@@ -634,7 +635,8 @@ impl Proxy {
     }
 
     /// The identity the request runs as: the caller's, or the one its `Impersonate-*` headers ask
-    /// for once every attribute is authorized for the caller (`auth::impersonation`).
+    /// for once every attribute is authorized for the caller (`auth::impersonation`); with the
+    /// impersonator's user name when it is another's.
     ///
     /// In `passthrough` mode the headers travel untouched and the upstream authorizes them again;
     /// when the proxy does not authenticate tokens (the caller is `system:anonymous` here while
@@ -645,18 +647,18 @@ impl Proxy {
         ctx: &mut RequestContext,
         slot: &Option<Request<B>>,
         authenticated: Authenticated,
-    ) -> Result<Identity, ProxyError> {
+    ) -> Result<(Identity, Option<String>), ProxyError> {
         let Some(request) = slot else {
             return Err(already_forwarded());
         };
         let Some(requested) = impersonation::requested(request.headers())? else {
-            return Ok(authenticated.identity);
+            return Ok((authenticated.identity, None));
         };
         if self.forwarder.mode() == super::IdentityForwarding::Passthrough
             && authenticated.method == AuthMethod::Anonymous
             && carries_bearer_token(request.headers())
         {
-            return Ok(authenticated.identity);
+            return Ok((authenticated.identity, None));
         }
         let Some(authorizer) = &self.authorizer else {
             return Err(ImpersonationError::Forbidden(
@@ -675,7 +677,7 @@ impl Proxy {
             logged.user.clone_from(&effective.user);
             logged.groups = serde_json::to_string(&effective.groups).unwrap_or_default();
         }
-        Ok(effective)
+        Ok((effective, Some(caller.user)))
     }
 
     /// The identity checked for the forwarding mode; a refusal is counted by its reason.

@@ -40,6 +40,10 @@ pub struct RejectedRequest {
     pub user: String,
     /// The user's groups.
     pub groups: Vec<String>,
+    /// The caller who impersonated `user` (`kubectl --as`), as the apiserver's audit keeps
+    /// `user` beside `impersonatedUser`; absent when the caller ran as itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub impersonator: Option<String>,
 }
 
 /// The recent rejections of every level.
@@ -69,6 +73,8 @@ pub struct Rejected<'a> {
     pub user: &'a str,
     /// The user's groups.
     pub groups: &'a [String],
+    /// Who impersonated the user, if anyone.
+    pub impersonator: Option<&'a str>,
 }
 
 impl RecentRejections {
@@ -85,6 +91,7 @@ impl RecentRejections {
             url: r.url.to_string(),
             user: r.user.to_string(),
             groups: r.groups.to_vec(),
+            impersonator: r.impersonator.map(str::to_string),
         };
         let mut levels = self.levels.lock();
         let queue = levels.entry(entry.priority_level.clone()).or_default();
@@ -126,6 +133,7 @@ mod tests {
             url: "/api/v1/pods",
             user,
             groups: &[],
+            impersonator: None,
         }
     }
 

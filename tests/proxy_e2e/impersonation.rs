@@ -365,3 +365,55 @@ async fn the_access_log_names_the_effective_user_the_impersonator_and_the_audit_
         log.0.lock().clear();
     }
 }
+
+#[tokio::test]
+async fn a_rejected_impersonated_request_names_its_impersonator_and_explain_takes_as() {
+    let world = TlsWorld::start(false).await;
+    let app = AppBuilder::for_world(&world)
+        .config(crate::TINY_LEVEL)
+        .flag(crate::ONE_SEAT[0])
+        .flag(crate::ONE_SEAT[1])
+        .client_ca()
+        .token_file()
+        .flag("--identity-forwarding=impersonate")
+        .start()
+        .await;
+    let hang = crate::flow_control::occupy(&app, &world.fake).await;
+    let queued = crate::flow_control::queue_one(&app).await;
+    // Carol, allowed to impersonate, runs as alice: classified, queued and turned away as alice.
+    let refused = app
+        .client_with(None, Version::HTTP_11)
+        .send(get_with(
+            Some(STATIC_TOKEN),
+            &[("impersonate-user", "alice")],
+        ))
+        .await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+
+    let admin = app.app.running().admin_addr();
+    let path = "/debug/api_priority_and_fairness/rejected?priorityLevel=tiny";
+    let (status, body) = crate::admin::admin_get(admin, path).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let listed: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(listed[0]["user"], "alice", "{body}");
+    assert_eq!(listed[0]["impersonator"], "carol", "{body}");
+
+    // The same request described to the explain dump, as kubectl --as sends it.
+    let path = format!(
+        "/debug/api_priority_and_fairness/explain?url={POD}&user=carol&group=ops&as=alice&asGroup=dev"
+    );
+    let (status, body) = crate::admin::admin_get(admin, &path).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let explained: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(explained["user"]["username"], "alice", "{body}");
+    assert_eq!(explained["impersonator"]["username"], "carol", "{body}");
+    let path = format!("/debug/api_priority_and_fairness/explain?url={POD}&asGroup=dev");
+    assert_eq!(
+        crate::admin::admin_get(admin, &path).await.0,
+        StatusCode::BAD_REQUEST
+    );
+
+    world.fake.release_hanging();
+    assert_eq!(hang.await.expect("hang").0, StatusCode::OK);
+    assert_eq!(queued.await.expect("queued"), StatusCode::OK);
+}
