@@ -240,9 +240,11 @@ pub fn input_from_query(query: &str) -> Result<ClassifyInput, String> {
             "as" => impersonate.user = value,
             "asGroup" => impersonate.groups.push(value),
             "asUid" => impersonate.uid = value,
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "unknown parameter {key:?}: use url, method, user, group, uid, as, asGroup, asUid"
-            )),
+            ))
+            }
         }
     }
     if input.url.is_empty() {
