@@ -225,6 +225,7 @@ impl Explained {
 /// `user` the caller is anonymous), and what the caller impersonates as `kubectl --as`,
 /// `--as-group` and `--as-uid` would: `&as=U2&asGroup=G3&asUid=I2`.
 pub fn input_from_query(query: &str) -> Result<ClassifyInput, String> {
+    const PARAMETERS: &str = "url, method, user, group, uid, as, asGroup, asUid";
     let mut input = ClassifyInput {
         method: "GET".to_string(),
         ..Default::default()
@@ -240,11 +241,7 @@ pub fn input_from_query(query: &str) -> Result<ClassifyInput, String> {
             "as" => impersonate.user = value,
             "asGroup" => impersonate.groups.push(value),
             "asUid" => impersonate.uid = value,
-            _ => {
-                return Err(format!(
-                "unknown parameter {key:?}: use url, method, user, group, uid, as, asGroup, asUid"
-            ))
-            }
+            _ => return Err(format!("unknown parameter {key:?}: use {PARAMETERS}")),
         }
     }
     if input.url.is_empty() {
