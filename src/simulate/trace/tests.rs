@@ -184,6 +184,16 @@ fn trace_lines_carry_at_duration_and_the_classify_identity() {
 }
 
 #[test]
+fn a_trace_line_that_impersonates_is_replayed_as_the_impersonated_user() {
+    let text = r#"{"at":0,"durationMs":5,"method":"GET","url":"/api/v1/pods","user":"admin","groups":["system:masters"],"impersonate":{"user":"alice","groups":["dev"]}}"#;
+    let (events, errors, _) = read_all(text, Duration::ZERO);
+    assert!(errors.is_empty(), "{errors:?}");
+    let r = requests(&events);
+    assert_eq!(r[0].identity.user, "alice");
+    assert_eq!(r[0].identity.groups, ["dev", "system:authenticated"]);
+}
+
+#[test]
 fn malformed_lines_are_reported_with_their_number_and_skipped() {
     let good = r#"{"at":0,"durationMs":1,"method":"GET","url":"/api"}"#;
     let text = format!(
