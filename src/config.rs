@@ -219,8 +219,15 @@ pub struct Config {
 impl Config {
     /// Resolves validated objects as the apiserver's config digest does
     /// (mirrors `apf_controller.go: lockAndDigestConfigObjects`): dangling FlowSchemas are set
-    /// aside, the rest are sorted by `matchingPrecedence` then name, and the mandatory objects are
-    /// implied where missing.
+    /// aside, the mandatory objects are implied where missing, and the FlowSchemas are sorted by
+    /// `matchingPrecedence` then name.
+    ///
+    /// The implied mandatory FlowSchemas are sorted with the others, where the objects the
+    /// apiserver's ensurer re-creates sort. (The controller alone prepends a missing `exempt` and
+    /// appends a missing `catch-all`; that differs only for a FlowSchema of precedence 10000
+    /// named after `catch-all`, and only in the minute before the ensurer acts: validation
+    /// keeps precedence 1 for `exempt`.) So `config dump`, which names them, loads back in the
+    /// same order.
     ///
     /// The mandatory priority levels are implied *before* the dangling check. The controller
     /// alone checks first, but a running apiserver never lacks the `exempt` and `catch-all`
@@ -255,15 +262,20 @@ impl Config {
                 (fs, level)
             })
             .collect();
+        for (name, implied) in [
+            (
+                model::EXEMPT,
+                mandatory::exempt_flow_schema as fn() -> FlowSchema,
+            ),
+            (model::CATCH_ALL, mandatory::catch_all_flow_schema),
+        ] {
+            if !matching.iter().any(|fs| fs.name == name) {
+                matching.push(Arc::new(implied().with_uid()));
+            }
+        }
         matching.sort_by(|a, b| {
             (a.matching_precedence, a.name.as_str()).cmp(&(b.matching_precedence, b.name.as_str()))
         });
-        if !matching.iter().any(|fs| fs.name == model::EXEMPT) {
-            matching.insert(0, Arc::new(mandatory::exempt_flow_schema().with_uid()));
-        }
-        if !matching.iter().any(|fs| fs.name == model::CATCH_ALL) {
-            matching.push(Arc::new(mandatory::catch_all_flow_schema().with_uid()));
-        }
         Config {
             flow_schemas: matching,
             priority_levels: levels,

@@ -323,6 +323,35 @@ fn bootstrap_loads_without_problems_or_warnings() {
 }
 
 #[test]
+fn implied_mandatory_flow_schemas_sort_as_the_objects_the_apiserver_re_creates() {
+    // A running apiserver always has the mandatory objects (its ensurer re-creates them), so
+    // they sort by precedence and name like any other: `catch-all` before a `catjh-all` of the
+    // same precedence 10000. Found by the config_roundtrip
+    // fuzz target: appended, the implied catch-all came after `catjh-all`, and the dump, which
+    // names it, loaded back in the other order.
+    let text = r#"
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: catjh-all}
+spec:
+  priorityLevelConfiguration: {name: catch-all}
+  matchingPrecedence: 10000
+  rules:
+  - subjects: [{kind: Group, group: {name: system:authenticated}}]
+    nonResourceRules: [{verbs: ['*'], nonResourceURLs: ['*']}]
+"#;
+    let config = load_yaml(text).config;
+    let names: Vec<&str> = config
+        .flow_schemas()
+        .iter()
+        .map(|fs| fs.name.as_str())
+        .collect();
+    assert_eq!(names, ["exempt", "catch-all", "catjh-all"]);
+    let dumped = to_yaml(&config);
+    assert_eq!(to_yaml(&load_yaml(&dumped).config), dumped);
+}
+
+#[test]
 fn dump_round_trips_through_the_loader() {
     let config = bootstrap();
     let text = to_yaml(&config);
