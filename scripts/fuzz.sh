@@ -120,20 +120,26 @@ run_target() {
 
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
-jobs_at_once=${FUZZ_JOBS:-1}
-for t in "${TARGETS[@]}"; do
-  while [[ $(jobs -rp | wc -l) -ge $jobs_at_once ]]; do wait -n || true; done
-  run_target "$t" &
-done
-wait
-
 status=0
+# A target's row of the table (and its log kept with FUZZ_LOG_DIR).
+report() {
+  cat "$results/$1.row"
+  grep -q ' ok$' "$results/$1.row" || status=1
+  if [[ -n ${FUZZ_LOG_DIR:-} ]]; then mkdir -p "$FUZZ_LOG_DIR"; cp "$results/$1.log" "$FUZZ_LOG_DIR/$1.log"; fi
+}
 printf '%-22s %12s %10s %s\n' target executions exec/s result
-for t in "${TARGETS[@]}"; do
-  cat "$results/$t.row"
-  grep -q ' ok$' "$results/$t.row" || status=1
-  if [[ -n ${FUZZ_LOG_DIR:-} ]]; then mkdir -p "$FUZZ_LOG_DIR"; cp "$results/$t.log" "$FUZZ_LOG_DIR/$t.log"; fi
-done
+jobs_at_once=${FUZZ_JOBS:-1}
+if [[ $jobs_at_once -le 1 ]]; then
+  # One at a time, each row as its target ends.
+  for t in "${TARGETS[@]}"; do run_target "$t"; report "$t"; done
+else
+  for t in "${TARGETS[@]}"; do
+    while [[ $(jobs -rp | wc -l) -ge $jobs_at_once ]]; do wait -n || true; done
+    run_target "$t" &
+  done
+  wait
+  for t in "${TARGETS[@]}"; do report "$t"; done
+fi
 
 # The campaign's record: the last `cov:` line of each log gives the edges and the corpus.
 if [[ -n ${FUZZ_LOG_DIR:-} ]]; then
