@@ -93,17 +93,18 @@ fn fed(attributes: &mut Attributes, event: TraceEvent) -> Fed {
 /// replays once, where two replays would cost twice as much for nothing more.
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn fed_alike(events: &[TraceEvent]) -> bool {
-    type Seen = (TraceEvent, Result<(u64, RequestInfo), RequestInfoError>);
+    // An event as fed, with a request's class and attributes (none for a watch's end).
+    type Seen = (
+        TraceEvent,
+        Option<Result<(u64, RequestInfo), RequestInfoError>>,
+    );
     fn seen(fed: Fed) -> Seen {
         match fed {
             Fed::Request(request, derived) => (
                 TraceEvent::Request(request),
-                derived.map(|d| (d.class, RequestInfo::clone(&d.info))),
+                Some(derived.map(|d| (d.class, RequestInfo::clone(&d.info)))),
             ),
-            Fed::Ended { key, at } => (
-                TraceEvent::Ended { key, at },
-                Ok((0, RequestInfo::default())),
-            ),
+            Fed::Ended { key, at } => (TraceEvent::Ended { key, at }, None),
         }
     }
     let inline: Vec<Seen> = inline(events.iter().cloned()).map(seen).collect();
