@@ -7,7 +7,7 @@
 #
 # A parser whose semantic property is heavy has two targets: the parser alone, fast, and the
 # property on inputs kept small (`-max_len` below, and a cut inside the harness): audit_events and
-# trace_replay, config_load and config_roundtrip, watch_stream and watch_objects, workload and
+# trace_ahead and trace_replay, config_load and config_roundtrip, watch_stream and watch_objects, workload and
 # workload_run, queueset_scenario and queueset_scenario_run. The second reads the first's seeds.
 #
 # A long campaign (RELIABILITY.md) is the same script with a larger budget:
@@ -21,6 +21,12 @@
 # RUSTC_BOOTSTRAP=1 and `--sanitizer none` (coverage-guided all the same, without AddressSanitizer,
 # which safe Rust rarely needs). Corpora start from the committed seeds (fuzz/seeds/) plus the
 # configuration fixtures, and grow in fuzz/corpus/ (not committed).
+#
+# With nightly, every target runs under AddressSanitizer but trace_ahead and trace_replay, which
+# start threads and a paused-clock replay per input: the sanitizer makes them 4-5 times slower
+# (under 900 exec/s), it guards only `unsafe` code and the crate has none, and audit_events runs
+# the same trace readers under it. They are built without it into fuzz/target/unsanitized/.
+# FUZZ_SANITIZER=address (a long campaign) or none runs every target with that one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-20}
@@ -28,25 +34,37 @@ shift || true
 TARGETS=("$@")
 [[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(request_info config_load config_roundtrip token_file headers
   selectors watch_stream watch_objects exec_credential h2_frames admission_review audit_events
-  trace_replay workload workload_run queueset_scenario queueset_scenario_run coordination_record)
+  trace_ahead trace_replay workload workload_run queueset_scenario queueset_scenario_run coordination_record)
 CARGO_FUZZ_VERSION=0.13.2
 
 if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
   cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked
 fi
 if rustup run nightly rustc --version >/dev/null 2>&1; then
-  toolchain=(+nightly); sanitizer=address
+  toolchain=(+nightly); nightly=1
 else
   echo "fuzz: no nightly toolchain; stable with RUSTC_BOOTSTRAP=1 and no sanitizer"
-  export RUSTC_BOOTSTRAP=1; toolchain=(); sanitizer=none
+  export RUSTC_BOOTSTRAP=1; toolchain=(); nightly=
 fi
+
+# The sanitizer a target runs under (see above), and where its binary is built: a build without
+# the sanitizer has its own target directory, so the two builds never rebuild each other.
+sanitizer_of() {
+  if [[ -n ${FUZZ_SANITIZER:-} ]]; then echo "$FUZZ_SANITIZER"
+  elif [[ -z $nightly ]]; then echo none
+  else case $1 in trace_ahead | trace_replay) echo none ;; *) echo address ;; esac
+  fi
+}
+target_dir_of() {
+  if [[ $(sanitizer_of "$1") == none && -n $nightly ]]; then echo target/unsanitized; else echo target; fi
+}
 
 # The seeds a target reads: its own, and those of the parser target whose property it checks.
 seeds_of() {
   case $1 in
     config_roundtrip) echo config_load ;;
     watch_objects) echo watch_stream ;;
-    trace_replay) echo audit_events ;;
+    trace_ahead | trace_replay) echo audit_events ;;
     workload_run) echo workload ;;
     queueset_scenario_run) echo queueset_scenario ;;
     *) echo "$1" ;;
@@ -56,7 +74,7 @@ seeds_of() {
 max_len_of() {
   case $1 in
     config_roundtrip) echo 8193 ;;
-    trace_replay | workload_run | watch_objects | queueset_scenario_run) echo 4096 ;;
+    trace_ahead | trace_replay | workload_run | watch_objects | queueset_scenario_run) echo 4096 ;;
     *) echo 65536 ;;
   esac
 }
@@ -96,15 +114,25 @@ if [[ " ${TARGETS[*]} " == *" request_info "* ]]; then
              | grep -oE '"[A-Za-z]+", *"/[^"]*"|\( *"/[^"]*", *"' | sort -u)
 fi
 
-# `cargo fuzz build` takes one target or none (all of them).
-build_target=(); [[ ${#TARGETS[@]} -eq 1 ]] && build_target=("${TARGETS[0]}")
-(cd fuzz && cargo "${toolchain[@]}" fuzz build -O --sanitizer "$sanitizer" "${build_target[@]}")
+# `cargo fuzz build` takes one target or none (all of them): the sanitized targets are built at
+# once, those without it one by one.
+sanitized=(); for t in "${TARGETS[@]}"; do [[ $(sanitizer_of "$t") == none ]] || sanitized+=("$t"); done
+if [[ ${#sanitized[@]} -gt 0 ]]; then
+  build_target=(); [[ ${#sanitized[@]} -eq 1 ]] && build_target=("${sanitized[0]}")
+  (cd fuzz && cargo "${toolchain[@]}" fuzz build -O --sanitizer "$(sanitizer_of "${sanitized[0]}")" \
+    --target-dir "$(target_dir_of "${sanitized[0]}")" "${build_target[@]}")
+fi
+for t in "${TARGETS[@]}"; do
+  [[ $(sanitizer_of "$t") == none ]] || continue
+  (cd fuzz && cargo "${toolchain[@]}" fuzz build -O --sanitizer none --target-dir "$(target_dir_of "$t")" "$t")
+done
 
 # One target: its row of the table in $results/$t.row, its libFuzzer log in $results/$t.log.
 run_target() {
   local t=$1 log=$results/$1.log result runs=()
   [[ -n ${FUZZ_RUNS:-} ]] && runs=(-runs="$FUZZ_RUNS")
-  if (cd fuzz && cargo "${toolchain[@]}" fuzz run -O --sanitizer "$sanitizer" "$t" "corpus/$t" -- \
+  if (cd fuzz && cargo "${toolchain[@]}" fuzz run -O --sanitizer "$(sanitizer_of "$t")" \
+        --target-dir "$(target_dir_of "$t")" "$t" "corpus/$t" -- \
         -max_total_time="$SECONDS_PER_TARGET" "${runs[@]}" -rss_limit_mb=2048 \
         -max_len="$(max_len_of "$t")" -timeout=10 -print_final_stats=1) >"$log" 2>&1; then
     result=ok

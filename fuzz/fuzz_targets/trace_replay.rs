@@ -1,9 +1,8 @@
-//! A small trace (its first 4 KiB) read in line and ahead on a thread of its own, then replayed
-//! through the bootstrap configuration fed in line and ahead: the heavier half of
-//! `audit_events`.
+//! A small trace (its first 4 KiB) read in line and, when small, replayed in line through the
+//! bootstrap configuration: the replaying half of `audit_events`' property (`trace_ahead` checks
+//! that reading and feeding ahead change nothing).
 //!
-//! Invariants: nothing panics; reading ahead yields and counts what reading in line does; the
-//! replay is the same fed either way and counts every request.
+//! Invariants: nothing panics; the replay counts every request.
 #![no_main]
 
 use kube_apf_proxy::fuzzing::trace_replay;
