@@ -6,9 +6,10 @@
 # line gives the coverage and corpus size).
 #
 # A parser whose semantic property is heavy has two targets: the parser alone, fast, and the
-# property on inputs kept small (`-max_len` below, and a cut inside the harness): audit_events and
-# trace_ahead and trace_replay, config_load and config_roundtrip, watch_stream and watch_objects, workload and
-# workload_run, queueset_scenario and queueset_scenario_run. The second reads the first's seeds.
+# property on inputs kept small (`-max_len` below, and a cut inside the harness): config_load and
+# config_roundtrip, watch_stream and watch_objects, workload and workload_run, queueset_scenario and
+# queueset_scenario_run; audit_events has two (trace_ahead, trace_replay). They read the parser's
+# seeds.
 #
 # A long campaign (RELIABILITY.md) is the same script with a larger budget:
 #   FUZZ_RUNS=10000000 FUZZ_JOBS=2 FUZZ_LOG_DIR=DIR scripts/fuzz.sh 3600
