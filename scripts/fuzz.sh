@@ -2,8 +2,8 @@
 # Bounded fuzzing of the parsers and header handling with cargo-fuzz (libFuzzer), one target after
 # another: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]. Prints the executions each target
 # reached and fails on any crash (the input is kept in fuzz/artifacts/<target>/). With
-# FUZZ_LOG_DIR set, each target's libFuzzer log is kept there as <target>.log (its last `cov:`
-# line gives the coverage and corpus size).
+# FUZZ_LOG_DIR set, each target's libFuzzer log is written there as <target>.log while it runs
+# (its last `cov:` line gives the coverage and corpus size).
 #
 # A parser whose semantic property is heavy has two targets: the parser alone, fast, and the
 # property on inputs kept small (`-max_len` below, and a cut inside the harness): config_load and
@@ -128,9 +128,17 @@ for t in "${TARGETS[@]}"; do
   (cd fuzz && cargo "${toolchain[@]}" fuzz build -O --sanitizer none --target-dir "$(target_dir_of "$t")" "$t")
 done
 
-# One target: its row of the table in $results/$t.row, its libFuzzer log in $results/$t.log.
+# Where a target's libFuzzer log goes: FUZZ_LOG_DIR, so a long campaign's progress can be read
+# and outlives the script, or the results directory.
+log_of() {
+  if [[ -n ${FUZZ_LOG_DIR:-} ]]; then echo "$FUZZ_LOG_DIR/$1.log"; else echo "$results/$1.log"; fi
+}
+[[ -z ${FUZZ_LOG_DIR:-} ]] || mkdir -p "$FUZZ_LOG_DIR"
+
+# One target: its row of the table in $results/$t.row, its libFuzzer log at `log_of`.
 run_target() {
-  local t=$1 log=$results/$1.log result runs=()
+  local t=$1 log result runs=()
+  log=$(log_of "$1")
   [[ -n ${FUZZ_RUNS:-} ]] && runs=(-runs="$FUZZ_RUNS")
   if (cd fuzz && cargo "${toolchain[@]}" fuzz run -O --sanitizer "$(sanitizer_of "$t")" \
         --target-dir "$(target_dir_of "$t")" "$t" "corpus/$t" -- \
@@ -150,11 +158,10 @@ run_target() {
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
 status=0
-# A target's row of the table (and its log kept with FUZZ_LOG_DIR).
+# A target's row of the table.
 report() {
   cat "$results/$1.row"
   grep -q ' ok$' "$results/$1.row" || status=1
-  if [[ -n ${FUZZ_LOG_DIR:-} ]]; then mkdir -p "$FUZZ_LOG_DIR"; cp "$results/$1.log" "$FUZZ_LOG_DIR/$1.log"; fi
 }
 printf '%-22s %12s %10s %s\n' target executions exec/s result
 jobs_at_once=${FUZZ_JOBS:-1}
@@ -177,7 +184,7 @@ if [[ -n ${FUZZ_LOG_DIR:-} ]]; then
   echo "|---|---:|---:|---:|---:|---|"
   for t in "${TARGETS[@]}"; do
     read -r _ execs rate result < "$results/$t.row"
-    last=$(grep -E '^#[0-9]+.*cov: [0-9]+' "$results/$t.log" | tail -1 || true)
+    last=$(grep -E '^#[0-9]+.*cov: [0-9]+' "$(log_of "$t")" | tail -1 || true)
     edges=$(grep -oE 'cov: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || echo '?')
     corpus=$(grep -oE 'corp: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || echo '?')
     crashes=none; [[ $result == ok ]] || crashes="1 (fuzz/artifacts/$t/)"
