@@ -35,7 +35,8 @@ shift || true
 TARGETS=("$@")
 [[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(request_info config_load config_roundtrip token_file headers
   selectors watch_stream watch_objects exec_credential h2_frames admission_review audit_events
-  trace_ahead trace_replay workload workload_run queueset_scenario queueset_scenario_run coordination_record)
+  trace_ahead trace_replay workload workload_run queueset_scenario queueset_scenario_run
+  coordination_record)
 CARGO_FUZZ_VERSION=0.13.2
 
 if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
@@ -57,7 +58,8 @@ sanitizer_of() {
   fi
 }
 target_dir_of() {
-  if [[ $(sanitizer_of "$1") == none && -n $nightly ]]; then echo target/unsanitized; else echo target; fi
+  if [[ $(sanitizer_of "$1") == none && -n $nightly ]]; then echo target/unsanitized
+  else echo target; fi
 }
 
 # The seeds a target reads: its own, and those of the parser target whose property it checks.
@@ -115,18 +117,19 @@ if [[ " ${TARGETS[*]} " == *" request_info "* ]]; then
              | grep -oE '"[A-Za-z]+", *"/[^"]*"|\( *"/[^"]*", *"' | sort -u)
 fi
 
-# `cargo fuzz build` takes one target or none (all of them): the sanitized targets are built at
-# once, those without it one by one.
-sanitized=(); for t in "${TARGETS[@]}"; do [[ $(sanitizer_of "$t") == none ]] || sanitized+=("$t"); done
-if [[ ${#sanitized[@]} -gt 0 ]]; then
-  build_target=(); [[ ${#sanitized[@]} -eq 1 ]] && build_target=("${sanitized[0]}")
-  (cd fuzz && cargo "${toolchain[@]}" fuzz build -O --sanitizer "$(sanitizer_of "${sanitized[0]}")" \
-    --target-dir "$(target_dir_of "${sanitized[0]}")" "${build_target[@]}")
-fi
+# `cargo fuzz build` takes one target or none (all of them): those in fuzz/target are built at
+# once, those without the sanitizer (beside a sanitized build) one by one.
+main_dir=()
 for t in "${TARGETS[@]}"; do
-  [[ $(sanitizer_of "$t") == none ]] || continue
-  (cd fuzz && cargo "${toolchain[@]}" fuzz build -O --sanitizer none --target-dir "$(target_dir_of "$t")" "$t")
+  if [[ $(target_dir_of "$t") == target ]]; then main_dir+=("$t"); continue; fi
+  (cd fuzz && cargo "${toolchain[@]}" fuzz build -O --sanitizer none \
+    --target-dir target/unsanitized "$t")
 done
+if [[ ${#main_dir[@]} -gt 0 ]]; then
+  one=(); [[ ${#main_dir[@]} -eq 1 ]] && one=("${main_dir[0]}")
+  (cd fuzz && cargo "${toolchain[@]}" fuzz build -O --sanitizer "$(sanitizer_of "${main_dir[0]}")" \
+    "${one[@]}")
+fi
 
 # Where a target's libFuzzer log goes: FUZZ_LOG_DIR, so a long campaign's progress can be read
 # and outlives the script, or the results directory.
