@@ -13,6 +13,9 @@
 #
 # A long campaign (RELIABILITY.md) is the same script with a larger budget, every target sanitized:
 #   FUZZ_SANITIZER=address FUZZ_RUNS=10000000 FUZZ_JOBS=2 FUZZ_LOG_DIR=DIR scripts/fuzz.sh 3600
+# Beside other work, lower its whole session: with the kernel's autogroups, `nice` ranks a process
+# only against its own session, so where the file exists run `echo 19 > /proc/$$/autogroup` in that
+# shell first.
 # FUZZ_RUNS stops a target at that many executions (or at its seconds, whichever comes first);
 # FUZZ_JOBS runs that many targets at a time (the table still lists them in order). With
 # FUZZ_LOG_DIR, a Markdown table follows: executions, exec/s, corpus size, coverage (edges) and
