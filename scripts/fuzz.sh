@@ -26,11 +26,18 @@
 # which safe Rust rarely needs). Corpora start from the committed seeds (fuzz/seeds/) plus the
 # configuration fixtures, and grow in fuzz/corpus/ (not committed).
 #
-# With nightly, every target runs under AddressSanitizer but trace_ahead and trace_replay, which
-# start threads and a paused-clock replay per input: the sanitizer makes them 4-5 times slower
-# (under 900 exec/s), it guards only `unsafe` code and the crate has none, and audit_events runs
-# the same trace readers under it. They are built without it into fuzz/target/unsanitized/.
-# FUZZ_SANITIZER=address (a long campaign) or none runs every target with that one.
+# With nightly, every target runs under AddressSanitizer but three property targets: trace_ahead
+# and trace_replay, which start threads and a paused-clock replay per input, and config_roundtrip,
+# which parses twice. The sanitizer makes them 4-6 times slower (under 2,000 exec/s), it guards
+# only `unsafe` code and the crate has none, and their parser twins run the same code under it
+# (audit_events the trace readers; config_load the YAML parser, and the dumper on what loads).
+# They are built without it into fuzz/target/unsanitized/. FUZZ_SANITIZER=address (a long
+# campaign) or none runs every target with that one.
+#
+# ASAN_OPTIONS, unless set: no allocation stacks in a report and no stack-use-after-return
+# check, which saves a sixth to a fifth of a YAML target's time (RELIABILITY.md). A crash's input
+# is kept: `cargo fuzz run TARGET fuzz/artifacts/TARGET/crash-...` runs it again with the
+# sanitizer's defaults, stacks included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-20}
@@ -57,7 +64,8 @@ fi
 sanitizer_of() {
   if [[ -n ${FUZZ_SANITIZER:-} ]]; then echo "$FUZZ_SANITIZER"
   elif [[ -z $nightly ]]; then echo none
-  else case $1 in trace_ahead | trace_replay) echo none ;; *) echo address ;; esac
+  else
+    case $1 in trace_ahead | trace_replay | config_roundtrip) echo none ;; *) echo address ;; esac
   fi
 }
 target_dir_of() {
@@ -133,6 +141,8 @@ if [[ ${#main_dir[@]} -gt 0 ]]; then
   (cd fuzz && cargo "${toolchain[@]}" fuzz build -O --sanitizer "$(sanitizer_of "${main_dir[0]}")" \
     "${one[@]}")
 fi
+
+export ASAN_OPTIONS=${ASAN_OPTIONS-malloc_context_size=0:detect_stack_use_after_return=0}
 
 # Where a target's libFuzzer log goes: FUZZ_LOG_DIR, so a long campaign's progress can be read
 # and outlives the script, or the results directory.
